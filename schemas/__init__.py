@@ -1,0 +1,83 @@
+"""pandera contracts: one ``DataFrameModel`` per table the pipeline writes.
+
+Every stage validates its tables on write and on read (``stages._io``). Modules are named
+after the stage that writes the tables. List-valued columns (candidates, associations,
+predictions, ...) are declared with :func:`list_field` and stored in Parquet as
+``list<string>`` / ``list<double>``, so DuckDB sees real lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pandera.pandas as pa
+import pyarrow as pyarrow
+
+TableModel = pa.DataFrameModel
+
+_ARROW_ELEMENT = {"str": pyarrow.string(), "float": pyarrow.float64()}
+_PY_ELEMENT = {"str": str, "float": (float, int)}
+
+
+class ListColumnError(ValueError):
+    """A list column holds a value that is not a list of the declared element type."""
+
+
+def list_field(of: str = "str", *, nullable: bool = False, min_len: int = 0, **kw: Any) -> Any:
+    """A pandera Field for a column of Python lists of ``of`` ("str" or "float").
+
+    pandera has no element type for Python lists, so :func:`check_lists` (run by every table
+    read and write) enforces the element type, nullability and minimum length.
+    """
+    meta = {"list_of": of, "list_nullable": nullable, "list_min_len": min_len}
+    return pa.Field(nullable=True, metadata=meta, **kw)
+
+
+def check_lists(df: pd.DataFrame, model: type[TableModel]) -> None:
+    """Check every list column of ``df`` declared in ``model``.
+
+    Raises:
+        ListColumnError: naming the table, column, row and offending value.
+    """
+    for name, col in model.to_schema().columns.items():
+        meta = col.metadata or {}
+        if "list_of" not in meta or name not in df.columns:
+            continue
+        kind = _PY_ELEMENT[meta["list_of"]]
+        for i, v in zip(df.index, df[name]):
+            if v is None or (isinstance(v, float) and v != v):
+                if meta["list_nullable"]:
+                    continue
+                raise ListColumnError(f"{model.__name__}.{name} row {i}: null, expected a list of {meta['list_of']}")
+            if not isinstance(v, list) or not all(isinstance(x, kind) and not isinstance(x, bool) for x in v):
+                raise ListColumnError(f"{model.__name__}.{name} row {i}: {v!r} is not a list of {meta['list_of']}")
+            if len(v) < meta["list_min_len"]:
+                raise ListColumnError(f"{model.__name__}.{name} row {i}: {len(v)} items, expected at least {meta['list_min_len']}")
+
+
+def list_columns(model: type[TableModel]) -> dict[str, str]:
+    """{column: element kind} for the model's list columns."""
+    out = {}
+    for name, col in model.to_schema().columns.items():
+        meta = col.metadata or {}
+        if "list_of" in meta:
+            out[name] = meta["list_of"]
+    return out
+
+
+def arrow_schema(model: type[TableModel], df: pd.DataFrame) -> pyarrow.Schema:
+    """The Parquet schema for ``df``: inferred from pandas, with list columns typed explicitly
+    (so an empty table still has ``list<string>`` columns, not ``null``)."""
+    lists = list_columns(model)
+    base = pyarrow.Schema.from_pandas(df.drop(columns=list(lists)), preserve_index=False)
+    fields = []
+    for name in df.columns:
+        if name in lists:
+            fields.append(pyarrow.field(name, pyarrow.list_(_ARROW_ELEMENT[lists[name]])))
+        else:
+            f = base.field(name)
+            if pyarrow.types.is_null(f.type):  # empty or all-null object column
+                f = pyarrow.field(name, pyarrow.string())
+            fields.append(f)
+    return pyarrow.schema(fields)

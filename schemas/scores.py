@@ -1,0 +1,42 @@
+"""Table of the ``score_candidates`` stage: the rival model's predictions."""
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from schemas import list_field
+
+STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
+
+
+class Scores(pa.DataFrameModel):
+    """One row per (model, instance). Scores are null unless status is ok or untrained."""
+
+    instance_id: Series[str]
+    model: Series[str] = pa.Field(description="open_clip architecture, e.g. RN50")
+    pretrained: Series[str] = pa.Field(description="pretrained tag, weights file sha256, or 'untrained'")
+    status: Series[str] = pa.Field(isin=STATUSES)
+    reason: Series[str] = pa.Field(nullable=True)
+    cue: Series[str]
+    prompt: Series[str]
+    candidates: Series[object] = list_field("str")
+    associations: Series[object] = list_field("str")
+    predictions: Series[object] = list_field("str", nullable=True)
+    similarities: Series[object] = list_field("float", nullable=True)
+    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
+
+    @pa.dataframe_check(error="scores only where a model ran (ok/untrained); no_weights rows carry none")
+    def scores_only_when_scored(cls, df: pd.DataFrame) -> pd.Series:
+        scored = df["status"].isin(["ok", "untrained"])
+        has = df["jaccard"].notna() & df["score_fool_the_ai"].notna() & df["predictions"].notna()
+        none = df["jaccard"].isna() & df["score_fool_the_ai"].isna() & df["predictions"].isna()
+        return (scored & has) | (~scored & none & df["reason"].notna())
+
+    @pa.dataframe_check(error="untrained rows must say so in 'pretrained'")
+    def untrained_is_labelled(cls, df: pd.DataFrame) -> pd.Series:
+        return (df["status"] != "untrained") | (df["pretrained"] == "untrained")
+
+    class Config:
+        strict = True
+        coerce = True

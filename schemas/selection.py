@@ -1,0 +1,58 @@
+"""Tables of the ``select_instances`` stage."""
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from schemas import list_field
+
+STATUSES = ["selected", "below_threshold", "insufficient_solvers"]
+
+
+class Selection(pa.DataFrameModel):
+    """Every imported instance with its solvable-by-humans scores and its fate.
+
+    ``ID`` is the renumbered 0..n-1 index among the selected instances of its dataset
+    (game or swow_baseline), in import order; null for instances not selected.
+    """
+
+    instance_uid: Series[str] = pa.Field(unique=True)
+    dataset: Series[str]
+    cue: Series[str]
+    candidates: Series[object] = list_field("str")
+    associations: Series[object] = list_field("str")
+    num_associations: Series[int]
+    num_candidates: Series[int]
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True)
+    solver_jaccards: Series[object] = list_field("float", nullable=True, description="per solver (raw instances)")
+    n_solvers: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="valid solver answers (raw); null for released rows")
+    solvers_jaccard_mean: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    solvers_agreement: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="|S1∩S2∩S3| / |S1∪S2∪S3|")
+    status: Series[str] = pa.Field(isin=STATUSES)
+    reason: Series[str] = pa.Field(nullable=True)
+    ID: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+
+    @pa.dataframe_check(error="exactly the selected rows have an ID")
+    def id_iff_selected(cls, df: pd.DataFrame) -> pd.Series:
+        return (df["status"] == "selected") == df["ID"].notna()
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class Table1(pa.DataFrameModel):
+    """The paper's Table 1 layout, per dataset and candidate group (percent values x100)."""
+
+    dataset: Series[str]
+    candidates_group: Series[str] = pa.Field(isin=["5&6", "10&12"])
+    generated_associations: Series[int] = pa.Field(ge=0)
+    avg_model_score_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="mean of 100 - fool-the-AI")
+    avg_human_score_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="mean solver Jaccard x100")
+    kept: Series[int] = pa.Field(ge=0, description="instances with solver mean >= the threshold")
+    min_solver_jaccard: Series[float] = pa.Field(ge=0, le=1)
+
+    class Config:
+        strict = True
+        coerce = True

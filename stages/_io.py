@@ -1,0 +1,129 @@
+"""Table and file I/O shared by every stage: schema-checked Parquet, atomic writes, params.
+
+Every table is validated against its pandera ``DataFrameModel`` on write *and* on read.
+Writes go to a temporary file in the target directory, then ``os.replace`` (atomic on
+POSIX), so an interrupted stage never leaves a half-written table behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from schemas import TableModel, arrow_schema, check_lists, list_columns
+
+
+class ParamsError(ValueError):
+    """A params.yaml section is missing a key or holds a bad value."""
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temp path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix or ".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def validate(df: pd.DataFrame, model: type[TableModel]) -> pd.DataFrame:
+    """Validate (and coerce) ``df`` against ``model``.
+
+    Raises:
+        pandera.errors.SchemaErrors: column types, values, table checks.
+        schemas.ListColumnError: list columns with wrong element types.
+    """
+    check_lists(df, model)
+    out = model.validate(df, lazy=True)
+    return out[list(model.to_schema().columns)]
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+    """Validate ``df`` against ``model`` and write it atomically as Parquet. Returns the validated frame."""
+    df = validate(df.reset_index(drop=True), model)
+    table = pa.Table.from_pandas(df, schema=arrow_schema(model, df), preserve_index=False)
+    with atomic_path(path, ".parquet") as tmp:
+        pq.write_table(table, tmp)
+    return df
+
+
+def read_table(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+    """Read a Parquet table and validate it against ``model``.
+
+    List columns come back as Python lists of str (not numpy arrays).
+
+    Raises:
+        FileNotFoundError: with the stage to run first, when the table does not exist.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the stage that writes it first (dvc repro)")
+    table = pq.read_table(path)
+    df = table.to_pandas()
+    for col in list_columns(model):
+        if col in df.columns:
+            df[col] = pd.Series(table.column(col).to_pylist(), dtype=object, index=df.index)
+    return validate(df, model)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write JSON atomically (sorted keys, 2-space indent, trailing newline; NaN -> null)."""
+    with atomic_path(path, ".json") as tmp:
+        tmp.write_text(json.dumps(finite(obj), indent=2, sort_keys=True, default=_json_default, allow_nan=False) + "\n")
+
+
+def finite(o: Any) -> Any:
+    """NaN/inf -> None recursively (JSON has no NaN; DVC metrics must parse)."""
+    if isinstance(o, float):
+        return o if o == o and o not in (float("inf"), float("-inf")) else None
+    if isinstance(o, dict):
+        return {str(k): finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [finite(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, (str, bytes)):
+        return finite(o.item())
+    return o
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def load_params(path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
+    """Load params.yaml. Raises FileNotFoundError / ParamsError with the file name."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run from the project root (where dvc.yaml is)")
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of stage sections")
+    return data
+
+
+def section(params: dict[str, Any], name: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One stage's params section; raises ParamsError naming the missing key."""
+    sec = params.get(name)
+    if not isinstance(sec, dict):
+        raise ParamsError(f"params.yaml has no '{name}:' section")
+    for key in required:
+        if key not in sec:
+            raise ParamsError(f"params.yaml: '{name}.{key}' is required")
+    return sec
