@@ -1,0 +1,1 @@
+"""Prefect flows and deployments over the same stage functions that dvc.yaml runs."""

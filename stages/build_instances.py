@@ -1,0 +1,142 @@
+"""Stage 5, ``build_instances``: game candidate sets and SWOW-baseline instances.
+
+- **Game candidate sets** (paper §2.2; reference "Random candidate sets"): N images sampled
+  uniformly without replacement from the pool of accepted images (after profanity and OCR
+  filtering), ``instances.game_sets[N]`` sets for each N in 5, 6, 10, 12, seeded. A spymaster
+  then gives two cues per set (imported by ``import_annotations``).
+- **SWOW-baseline instances** (paper §3.1; generation code unpublished, rules from the
+  reference): for each cue, associations = its strongest SWOW responses (edge ``rank``) that
+  have an accepted image and at least ``instances.swow.min_r123_count`` R123 responses when
+  counts are known, up to ``max_associations`` (K in 2..4); distractors = accepted concepts
+  that are never responses of the cue; N = 5 or 6 in total; candidates shuffled. Each cue
+  uses its own RNG seeded from (seed, cue), so adding cues never changes existing instances.
+  The reference also restricts to concrete words (Brysbaert norms >= ~4.0); those norms are
+  not shipped here, so that filter is not applied (README "Known gaps").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from schemas.ingest import Edges
+from schemas.instances import CandidateSets, SwowInstances
+from schemas.ocr import Ocr
+from schemas.profanity import ConceptFilter
+from stages._io import ParamsError, read_table, section, write_json, write_table
+from stages.filter_profanity import FILTER_PATH
+from stages.ingest_concepts import EDGES_PATH
+from stages.ocr_filter import OCR_PATH
+from stages.winogavil import CANDIDATE_SIZES
+
+CANDIDATE_SETS_PATH = "data/instances/candidate_sets.parquet"
+SWOW_INSTANCES_PATH = "data/instances/swow_instances.parquet"
+METRICS_PATH = "data/metrics/build_instances.json"
+
+
+def accepted_pool(ocr: pd.DataFrame, concept_filter: pd.DataFrame) -> list[str]:
+    """Sorted concepts whose image passed OCR and whose word passed the profanity filter."""
+    ok_words = set(concept_filter.loc[concept_filter["status"] == "ok", "concept"])
+    return sorted(set(ocr.loc[ocr["status"] == "accepted", "concept"]) & ok_words)
+
+
+def game_candidate_sets(pool: list[str], sets_per_size: dict[int, int], seed: int) -> pd.DataFrame:
+    """Random candidate sets (:class:`schemas.instances.CandidateSets`).
+
+    A size larger than the pool yields no sets for that size (reported in metrics).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in CANDIDATE_SIZES:
+        count = int(sets_per_size.get(n, 0))
+        if n > len(pool):
+            continue
+        for i in range(count):
+            chosen = rng.choice(len(pool), size=n, replace=False)
+            rows.append({"set_id": f"random-{n}-{i:04d}", "num_candidates": n, "candidates": [pool[j] for j in chosen], "images_source": "random"})
+    return pd.DataFrame(rows, columns=list(CandidateSets.to_schema().columns))
+
+
+def _cue_rng(seed: int, cue: str) -> np.random.Generator:
+    return np.random.default_rng([seed, int(hashlib.sha256(cue.encode()).hexdigest()[:15], 16)])
+
+
+def swow_instances(
+    edges: pd.DataFrame,
+    pool: list[str],
+    profane: set[str],
+    seed: int,
+    max_associations: int = 4,
+    min_r123_count: int = 10,
+) -> pd.DataFrame:
+    """One :class:`schemas.instances.SwowInstances` row per cue (ok or why not)."""
+    pool_set = set(pool)
+    responses_of = edges.groupby("cue")["response"].agg(set).to_dict()
+    rows = []
+    for cue, group in edges.sort_values(["cue", "rank"]).groupby("cue", sort=True):
+        base = {"instance_id": f"swow:{cue}", "cue": cue, "associations": [], "candidates": [], "num_associations": 0, "num_candidates": 0, "associations_mean_weight": None}
+        if cue in profane:
+            rows.append({**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"})
+            continue
+        strong = group[group["response"].isin(pool_set) & (group["r123_count"].isna() | (group["r123_count"].fillna(0) >= min_r123_count))]
+        strong = strong[strong["response"] != cue].head(max_associations)
+        assoc = strong["response"].tolist()
+        if len(assoc) < 2:
+            rows.append({**base, "status": "too_few_associations", "reason": f"{len(assoc)} response(s) with an accepted image (need 2)"})
+            continue
+        rng = _cue_rng(seed, cue)
+        n = int(rng.choice([5, 6]))
+        n = max(n, len(assoc) + 1)
+        distractor_pool = sorted(pool_set - responses_of.get(cue, set()) - {cue})
+        if len(distractor_pool) < n - len(assoc):
+            rows.append({**base, "associations": assoc, "num_associations": len(assoc), "status": "too_few_distractors", "reason": f"{len(distractor_pool)} distractors available, need {n - len(assoc)}"})
+            continue
+        distractors = [distractor_pool[j] for j in rng.choice(len(distractor_pool), size=n - len(assoc), replace=False)]
+        candidates = assoc + distractors
+        candidates = [candidates[j] for j in rng.permutation(len(candidates))]
+        counts = strong["r123_count"]
+        rows.append(
+            {
+                **base,
+                "status": "ok",
+                "reason": None,
+                "associations": assoc,
+                "candidates": candidates,
+                "num_associations": len(assoc),
+                "num_candidates": len(candidates),
+                "associations_mean_weight": float(counts.mean()) if counts.notna().all() else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    """Stage entry point: ocr + concept_filter + edges -> candidate_sets, swow_instances."""
+    p = section(params, "instances", ("seed", "game_sets", "swow"))
+    sets = {int(k): int(v) for k, v in p["game_sets"].items()}
+    if not set(sets) <= set(CANDIDATE_SIZES):
+        raise ParamsError(f"instances.game_sets keys must be among {CANDIDATE_SIZES}, got {sorted(sets)}")
+    cf = read_table(FILTER_PATH, ConceptFilter)
+    pool = accepted_pool(read_table(OCR_PATH, Ocr), cf)
+    sets_df = game_candidate_sets(pool, sets, int(p["seed"]))
+    swow = swow_instances(
+        read_table(EDGES_PATH, Edges),
+        pool,
+        set(cf.loc[cf["status"] != "ok", "concept"]),
+        int(p["seed"]),
+        int(p["swow"]["max_associations"]),
+        int(p["swow"]["min_r123_count"]),
+    )
+    write_table(sets_df, CANDIDATE_SETS_PATH, CandidateSets)
+    write_table(swow, SWOW_INSTANCES_PATH, SwowInstances)
+    metrics = {
+        "pool": len(pool),
+        "candidate_sets": sets_df["num_candidates"].value_counts().sort_index().to_dict(),
+        "candidate_sets_skipped_sizes": [n for n in sets if n > len(pool) and sets[n] > 0],
+        "swow_instances": swow["status"].value_counts().sort_index().to_dict(),
+    }
+    write_json(METRICS_PATH, metrics)
+    return metrics

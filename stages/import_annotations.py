@@ -1,0 +1,411 @@
+"""Stage 7, ``import_annotations``: human annotations into instances, solves and rejects.
+
+Inputs (README "Annotation formats"):
+
+- **Released WinoGAViL files** (``annotations.release_files`` under ``release_dir``):
+  ``game_5_6.csv``/``game_10_12.csv`` (CRLF, whole floats as ``1``), ``swow.csv``, or
+  ``winogavil_dataset.csv``; recognised by header. Their solver means/stds and fool-the-AI
+  scores are kept exactly as released.
+- **Raw collections** (``<raw_dir>/<batch>/``): ``creations.csv|jsonl`` with
+  ``instance_id, spymaster_id, cue, candidates, associations[, score_fool_the_ai]`` and
+  ``solves.csv|jsonl`` with ``instance_id, solver_id, selection``. List cells are JSON lists.
+  ``instance_id`` must be unique across batches. Batches are imported in name order.
+
+A raw creation is accepted when: N in {5, 6, 10, 12} distinct candidates; the cue is a single
+token longer than one character; K = len(associations) is within the game's limits for N
+(5: 2-3, 6: 2-4, 10: 2-5, 12: 2-6); associations are distinct candidates; the instance_id and
+the (cue, candidates) pair are new. A solve is accepted when its instance is known, the
+selection has exactly K distinct candidates, and the solver has not answered that instance.
+Every other row goes to ``annotation_rejects`` with file, line and reason. Annotator ids are
+replaced by keyed hashes (:mod:`stages._privacy`) before anything is stored.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from schemas.annotations import AnnotationRejects, Instances, Solves
+from stages._io import ParamsError, section, write_json, write_table
+from stages._privacy import annotator_key, hash_annotator
+from stages.winogavil import CANDIDATE_SIZES, K_LIMITS, k_is_valid
+
+INSTANCES_PATH = "data/annotations/instances.parquet"
+SOLVES_PATH = "data/annotations/solves.parquet"
+REJECTS_PATH = "data/annotations/annotation_rejects.parquet"
+METRICS_PATH = "data/metrics/import_annotations.json"
+
+GAME_HEADER = ["candidates", "cue", "associations", "score_fool_the_ai", "num_associations", "annotation_index", "num_candidates", "solvers_jaccard_mean", "solvers_jaccard_std", "images_source", "ID"]
+DATASET_HEADER = ["candidates", "cue", "associations", "score_fool_the_ai", "num_associations", "num_candidates", "solvers_jaccard_mean", "solvers_jaccard_std", "ID"]
+SWOW_HEADER = ["ID", "cue", "associations", "num_associations", "cue_weight", "associations_mean_weight", "candidates", "candidates_connectivity_score", "solvers_jaccard_mean", "solvers_jaccard_std"]
+CREATION_COLUMNS = ["instance_id", "spymaster_id", "cue", "candidates", "associations"]
+SOLVE_COLUMNS = ["instance_id", "solver_id", "selection"]
+_ID_COLUMNS = ("spymaster_id", "solver_id", "WorkerId")
+
+
+class RowError(ValueError):
+    """A row is invalid; the message is the reason written to the rejects table."""
+
+
+# --------------------------------------------------------------------------- cell parsing
+def parse_list(value: Any, column: str) -> list[str]:
+    """A JSON list of non-empty strings (cell text or an already-parsed list), stripped."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise RowError(f"{column}: not a JSON list ({e.msg})") from e
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RowError(f"{column}: must be a JSON list of non-empty strings")
+    return [v.strip() for v in value]
+
+
+def parse_int(value: Any, column: str) -> int:
+    """An integer cell; accepts ``1`` and ``1.0`` (the release writes both)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError) as e:
+        raise RowError(f"{column}: {value!r} is not a number") from e
+    if not f.is_integer():
+        raise RowError(f"{column}: {value!r} is not an integer")
+    return int(f)
+
+
+def parse_float(value: Any, column: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as e:
+        raise RowError(f"{column}: {value!r} is not a number") from e
+
+
+def _redact(row: dict[str, Any], key: bytes) -> str:
+    clean = {k: (hash_annotator(str(v), key) if k in _ID_COLUMNS and v else v) for k, v in row.items() if k is not None}
+    return json.dumps(clean, ensure_ascii=False, default=str)
+
+
+# --------------------------------------------------------------------------- readers
+def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield (line, record, error) from a CSV (BOM/CRLF tolerant) or JSONL file.
+
+    For CSV, ``line`` is the physical line where the record ends; short rows (e.g. a truncated
+    last line) yield an error instead of a record.
+    """
+    if path.suffix.lower() == ".jsonl":
+        with open(path, encoding="utf-8-sig") as f:
+            for i, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    rec = json.loads(text)
+                except json.JSONDecodeError as e:
+                    yield i, None, f"not a JSON object ({e.msg})"
+                    continue
+                yield (i, rec, None) if isinstance(rec, dict) else (i, None, "not a JSON object")
+        return
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.DictReader(f)
+        for rec in reader:
+            if None in rec.values():
+                yield reader.line_num, {k: v for k, v in rec.items() if v is not None}, "row has fewer fields than the header (truncated?)"
+            elif None in rec:
+                yield reader.line_num, None, "row has more fields than the header"
+            else:
+                yield reader.line_num, rec, None
+
+
+def header_of(path: Path) -> list[str]:
+    if path.suffix.lower() == ".jsonl":
+        with open(path, encoding="utf-8-sig") as f:
+            for text in f:
+                if text.strip():
+                    try:
+                        return list(json.loads(text))
+                    except (json.JSONDecodeError, TypeError):
+                        return []
+        return []
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return next(csv.reader(f), [])
+
+
+@dataclass
+class ImportState:
+    """Accumulates accepted rows and rejects across files (one import run)."""
+
+    key: bytes
+    instances: list[dict[str, Any]] = field(default_factory=list)
+    solves: list[dict[str, Any]] = field(default_factory=list)
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+    seen_raw_content: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+    by_uid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    solved: set[tuple[str, str]] = field(default_factory=set)
+    read: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, file: str, line: int, kind: str, reason: str, row: dict[str, Any] | None) -> None:
+        self.rejects.append({"source_file": file, "source_line": line, "kind": kind, "reason": reason, "row": _redact(row or {}, self.key)})
+
+    def add_instance(self, inst: dict[str, Any]) -> None:
+        self.instances.append(inst)
+        self.by_uid[inst["instance_uid"]] = inst
+
+
+def _check_instance_shape(candidates: list[str], associations: list[str], k: int | None = None, n: int | None = None) -> None:
+    if len(set(candidates)) != len(candidates):
+        raise RowError("candidates contain duplicates")
+    if len(candidates) not in CANDIDATE_SIZES:
+        raise RowError(f"{len(candidates)} candidates; must be one of {CANDIDATE_SIZES}")
+    if n is not None and n != len(candidates):
+        raise RowError(f"num_candidates={n} but {len(candidates)} candidates")
+    if len(set(associations)) != len(associations):
+        raise RowError("associations contain duplicates")
+    extra = [a for a in associations if a not in candidates]
+    if extra:
+        raise RowError(f"associations {extra} are not among the candidates")
+    if k is not None and k != len(associations):
+        raise RowError(f"num_associations={k} but {len(associations)} associations")
+    if not k_is_valid(len(candidates), len(associations)):
+        lo, hi = K_LIMITS[len(candidates)]
+        raise RowError(f"K={len(associations)} associations outside {lo}..{hi} for N={len(candidates)}")
+
+
+def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
+    """Import one released WinoGAViL CSV (game, dataset or swow layout) into ``state``."""
+    header = header_of(path)
+    layout = {tuple(GAME_HEADER): "game", tuple(DATASET_HEADER): "dataset", tuple(SWOW_HEADER): "swow"}.get(tuple(header))
+    name = path.as_posix()
+    if layout is None:
+        state.reject(name, 1, "release", f"header {header} is not a WinoGAViL release layout", None)
+        return
+    n_read = 0
+    for line, rec, err in iter_records(path):
+        n_read += 1
+        if err:
+            state.reject(name, line, "release", err, rec)
+            continue
+        assert rec is not None
+        try:
+            cands = parse_list(rec["candidates"], "candidates")
+            assoc = parse_list(rec["associations"], "associations")
+            k, n = parse_int(rec["num_associations"], "num_associations"), len(cands)
+            if "num_candidates" in rec:
+                n = parse_int(rec["num_candidates"], "num_candidates")
+            _check_instance_shape(cands, assoc, k, n)
+            rid = parse_int(rec["ID"], "ID")
+            uid = f"release:{path.stem}:{rid}"
+            if uid in state.by_uid:
+                raise RowError(f"duplicate ID {rid} in {path.name}")
+            cue = rec["cue"].strip()
+            if not cue:
+                raise RowError("empty cue")
+            state.add_instance(
+                {
+                    "instance_uid": uid,
+                    "origin": "release",
+                    "dataset": dataset,
+                    "source_file": name,
+                    "source_line": line,
+                    "release_id": rid,
+                    "cue": cue,
+                    "candidates": cands,
+                    "associations": assoc,
+                    "num_associations": k,
+                    "num_candidates": n,
+                    "score_fool_the_ai": parse_int(rec["score_fool_the_ai"], "score_fool_the_ai") if "score_fool_the_ai" in rec else None,
+                    "solvers_jaccard_mean": parse_float(rec["solvers_jaccard_mean"], "solvers_jaccard_mean"),
+                    "solvers_jaccard_std": parse_float(rec["solvers_jaccard_std"], "solvers_jaccard_std"),
+                    "annotation_index": parse_int(rec["annotation_index"], "annotation_index") if "annotation_index" in rec else None,
+                    "images_source": rec.get("images_source"),
+                    "spymaster": None,
+                }
+            )
+        except RowError as e:
+            state.reject(name, line, "release", str(e), rec)
+    state.read[name] = n_read
+
+
+def _missing_columns(path: Path, required: list[str]) -> list[str]:
+    header = header_of(path)
+    return [c for c in required if c not in header]
+
+
+def import_creations(path: Path, state: ImportState) -> None:
+    """Import a raw creations file (one row = one instance = one cue over a candidate set)."""
+    name = path.as_posix()
+    missing = _missing_columns(path, CREATION_COLUMNS)
+    if missing:
+        state.reject(name, 1, "creation", f"missing column(s) {missing}; required {CREATION_COLUMNS}", None)
+        state.read[name] = 0
+        return
+    n_read = 0
+    for line, rec, err in iter_records(path):
+        n_read += 1
+        if err:
+            state.reject(name, line, "creation", err, rec)
+            continue
+        assert rec is not None
+        try:
+            iid = str(rec["instance_id"]).strip()
+            if not iid:
+                raise RowError("empty instance_id")
+            uid = f"raw:{iid}"
+            if uid in state.by_uid:
+                raise RowError(f"duplicate instance_id {iid!r}")
+            cue = str(rec["cue"]).strip()
+            if len(cue.split()) != 1 or len(cue) < 2:
+                raise RowError(f"cue {cue!r} must be a single token longer than one character")
+            cands = parse_list(rec["candidates"], "candidates")
+            assoc = parse_list(rec["associations"], "associations")
+            _check_instance_shape(cands, assoc)
+            content = (cue.lower(), tuple(sorted(cands)))
+            if content in state.seen_raw_content:
+                raise RowError(f"duplicate creation: cue {cue!r} was already given for these candidates")
+            spymaster = str(rec["spymaster_id"]).strip()
+            if not spymaster:
+                raise RowError("empty spymaster_id")
+            fool = rec.get("score_fool_the_ai")
+            fool = None if fool in (None, "") else parse_int(fool, "score_fool_the_ai")
+            if fool is not None and not 0 <= fool <= 100:
+                raise RowError(f"score_fool_the_ai={fool} outside 0..100")
+        except RowError as e:
+            state.reject(name, line, "creation", str(e), rec)
+            continue
+        state.seen_raw_content.add(content)
+        state.add_instance(
+            {
+                "instance_uid": uid,
+                "origin": "raw",
+                "dataset": "game",
+                "source_file": name,
+                "source_line": line,
+                "release_id": None,
+                "cue": cue,
+                "candidates": cands,
+                "associations": assoc,
+                "num_associations": len(assoc),
+                "num_candidates": len(cands),
+                "score_fool_the_ai": fool,
+                "solvers_jaccard_mean": None,
+                "solvers_jaccard_std": None,
+                "annotation_index": None,
+                "images_source": None,
+                "spymaster": hash_annotator(spymaster, state.key),
+            }
+        )
+    state.read[name] = n_read
+
+
+def import_solves(path: Path, state: ImportState) -> None:
+    """Import a raw solves file (one row = one solver's answer to one instance)."""
+    name = path.as_posix()
+    missing = _missing_columns(path, SOLVE_COLUMNS)
+    if missing:
+        state.reject(name, 1, "solve", f"missing column(s) {missing}; required {SOLVE_COLUMNS}", None)
+        state.read[name] = 0
+        return
+    n_read = 0
+    for line, rec, err in iter_records(path):
+        n_read += 1
+        if err:
+            state.reject(name, line, "solve", err, rec)
+            continue
+        assert rec is not None
+        try:
+            uid = f"raw:{str(rec['instance_id']).strip()}"
+            inst = state.by_uid.get(uid)
+            if inst is None:
+                raise RowError(f"unknown instance_id {rec['instance_id']!r}")
+            solver_raw = str(rec["solver_id"]).strip()
+            if not solver_raw:
+                raise RowError("empty solver_id")
+            solver = hash_annotator(solver_raw, state.key)
+            sel = parse_list(rec["selection"], "selection")
+            if len(set(sel)) != len(sel):
+                raise RowError("selection contains duplicates")
+            extra = [s for s in sel if s not in inst["candidates"]]
+            if extra:
+                raise RowError(f"selection {extra} not among the instance's candidates")
+            if len(sel) != inst["num_associations"]:
+                raise RowError(f"selection has {len(sel)} images; the instance asks for K={inst['num_associations']}")
+            if (uid, solver) in state.solved:
+                raise RowError("this solver already answered this instance")
+        except RowError as e:
+            state.reject(name, line, "solve", str(e), rec)
+            continue
+        state.solved.add((uid, solver))
+        state.solves.append({"instance_uid": uid, "solver": solver, "selection": sel, "source_file": name, "source_line": line})
+    state.read[name] = n_read
+
+
+def _find(batch: Path, stem: str) -> Path | None:
+    for ext in (".csv", ".jsonl"):
+        if (batch / f"{stem}{ext}").exists():
+            return batch / f"{stem}{ext}"
+    return None
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    instances: pd.DataFrame
+    solves: pd.DataFrame
+    rejects: pd.DataFrame
+    metrics: dict[str, Any]
+
+
+def import_all(release_dir: Path | None, release_files: list[dict[str, str]], raw_dir: Path | None, key: bytes) -> ImportResult:
+    """Import released files, then raw batches (name order). Pure apart from reading inputs."""
+    state = ImportState(key)
+    for spec in release_files:
+        if not release_dir:
+            break
+        path = release_dir / spec["file"]
+        if not path.exists():
+            raise FileNotFoundError(f"annotations.release_files: {path} does not exist")
+        import_release_file(path, spec["dataset"], state)
+    batches = sorted(p for p in raw_dir.iterdir() if p.is_dir()) if raw_dir and raw_dir.is_dir() else []
+    for batch in batches:
+        creations = _find(batch, "creations")
+        if creations:
+            import_creations(creations, state)
+    for batch in batches:  # solves after all creations: a batch may answer an earlier batch
+        solves = _find(batch, "solves")
+        if solves:
+            import_solves(solves, state)
+    inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
+    for col in ("release_id", "score_fool_the_ai", "annotation_index"):
+        inst[col] = inst[col].astype("Int64")
+    sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
+    rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
+    metrics = {
+        "rows_read": state.read,
+        "instances": inst.groupby(["origin", "dataset"]).size().rename("n").reset_index().to_dict("records"),
+        "solves": len(sol),
+        "rejected": len(rej),
+        "rejected_by_reason": rej["reason"].str.replace(r"'.*?'|\[.*?\]|\d+", "…", regex=True).value_counts().to_dict(),
+        "batches": [b.name for b in batches],
+    }
+    return ImportResult(inst, sol, rej, metrics)
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    """Stage entry point: release files + raw batches -> instances, solves, annotation_rejects."""
+    p = section(params, "annotations", ("release_dir", "release_files", "raw_dir", "annotator_key_env"))
+    files = p["release_files"] or []
+    for spec in files:
+        if not isinstance(spec, dict) or set(spec) != {"file", "dataset"} or spec["dataset"] not in ("game", "swow_baseline"):
+            raise ParamsError(f"annotations.release_files entries are {{file, dataset: game|swow_baseline}}; got {spec!r}")
+    res = import_all(
+        Path(p["release_dir"]) if p["release_dir"] else None,
+        files,
+        Path(p["raw_dir"]) if p["raw_dir"] else None,
+        annotator_key(p["annotator_key_env"]),
+    )
+    write_table(res.instances, INSTANCES_PATH, Instances)
+    write_table(res.solves, SOLVES_PATH, Solves)
+    write_table(res.rejects, REJECTS_PATH, AnnotationRejects)
+    write_json(METRICS_PATH, res.metrics)
+    return res.metrics
