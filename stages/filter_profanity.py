@@ -38,7 +38,7 @@ class ProfanityFilter:
         t = text.strip().lower()
         if t in self.allow:
             return None
-        for w in [t, *t.split()]:
+        for w in dict.fromkeys([*t.split(), t]):  # single words first: the reason names the word
             if w in self.allow:
                 continue
             if w in self.extra:

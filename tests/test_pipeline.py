@@ -1,0 +1,140 @@
+"""The pipeline as users run it: dvc.yaml from the registry, `dvc repro` end to end in a
+temporary project, the Prefect flow over the same stage functions, DuckDB over the outputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.pipeline import STAGES, dvc_yaml, upstream
+from tests.conftest import ROOT, mini_project
+
+MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
+
+
+def test_committed_dvc_yaml_matches_the_registry():
+    assert (ROOT / "dvc.yaml").read_text() == dvc_yaml(), "run `gavil dvc-yaml --write`"
+
+
+def test_every_stage_has_its_params_section_and_a_module():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert list(dvc) == [s.name for s in STAGES]
+    for s in STAGES:
+        assert s.params in params, s.name
+        assert dvc[s.name]["params"] == [s.params]
+        assert (ROOT / "stages" / f"{s.name}.py").exists()
+        for dep in s.deps:
+            if not dep.startswith("${") and not dep.startswith("data/") or dep.startswith("data/sample"):
+                assert (ROOT / dep).exists(), dep
+    assert upstream(next(s for s in STAGES if s.name == "select_instances")) == ["import_annotations"]
+    assert upstream(next(s for s in STAGES if s.name == "ingest_concepts")) == []
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1"}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A git+DVC repository with the project's code and a 9-image sample, after one `dvc repro`."""
+    d = mini_project(tmp_path_factory.mktemp("proj"), MINI_IMAGES)
+    params = yaml.safe_load((d / "params.yaml").read_text())
+    params["score"]["allow_download"] = False  # hermetic: never touch the network
+    params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
+    (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for cmd in (["git", "init", "-q"], ["git", "config", "user.email", "t@t"], ["git", "config", "user.name", "t"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        assert _run(cmd, d).returncode == 0
+    first = _run([sys.executable, "-m", "dvc", "repro"], d)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return d, first
+
+
+@pytest.mark.slow
+def test_dvc_repro_end_to_end(project):
+    d, first = project
+    assert "NO WEIGHTS" in first.stdout + first.stderr  # plain message, run goes on
+    metrics = {p.stem: json.loads(p.read_text()) for p in (d / "data/metrics").glob("*.json")}
+    assert set(metrics) == {s.name for s in STAGES}
+    assert metrics["crawl_images"]["by_status"]["ok"] == len(MINI_IMAGES)
+    assert metrics["ocr_filter"]["by_status"]["accepted"] == len(MINI_IMAGES)
+    assert metrics["score_candidates"]["by_status"] == {"no_weights": 2}
+    assert "score.weights_path" in metrics["score_candidates"]["message"]
+    assert metrics["build_instances"]["candidate_sets_skipped_sizes"] == [12]  # pool of 9
+    assert metrics["export"]["instances"] == 3563
+    assert (d / "data/export/benchmark.csv").read_bytes() == (d / "data/sample/winogavil/winogavil_dataset.csv").read_bytes()
+
+    again = _run([sys.executable, "-m", "dvc", "repro"], d)
+    assert again.returncode == 0 and "Running stage" not in again.stdout
+    status = _run([sys.executable, "-m", "dvc", "status"], d)
+    assert "up to date" in status.stdout
+
+
+@pytest.mark.slow
+def test_threshold_change_reruns_only_selection_and_export(project):
+    d, _ = project
+    params_file = d / "params.yaml"
+    original = params_file.read_text()
+    try:
+        params = yaml.safe_load(original)
+        params["select"]["min_solver_jaccard"] = 0.9
+        params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        out = _run([sys.executable, "-m", "dvc", "repro"], d)
+        assert out.returncode == 0, out.stderr[-2000:]
+        ran = [line.split("'")[1] for line in out.stdout.splitlines() if line.startswith("Running stage")]
+        assert ran == ["select_instances", "export"]
+        q = _run(["gavil", "query", "select count(*) as n, min(solvers_jaccard_mean) as m from benchmark", "--format", "json"], d)
+        assert json.loads(q.stdout) == [{"n": 3387, "m": 1.0}]
+    finally:
+        params_file.write_text(original)
+        assert _run([sys.executable, "-m", "dvc", "repro"], d).returncode == 0
+
+
+@pytest.mark.slow
+def test_query_sees_every_stage_table(project):
+    d, _ = project
+    from stages.query import connect, table_files
+
+    names = set(table_files(d))
+    assert {"concepts", "edges", "concept_filter", "images", "ocr", "candidate_sets", "swow_instances", "scores",
+            "instances", "solves", "annotation_rejects", "selection", "table1", "benchmark"} == names  # fmt: skip
+    con = connect(d)
+    assert con.execute("select count(*) from benchmark").fetchone()[0] == 3563
+    row = con.execute("select list_contains(candidates, 'eagle'), len(associations) from benchmark where ID = 0").fetchone()
+    assert row == (True, 2)
+    joined = con.execute(
+        "select count(*) from scores s join swow_instances i using (instance_id) where s.status = 'no_weights' and s.jaccard is null"
+    ).fetchone()[0]
+    assert joined == 2
+
+
+@pytest.mark.slow
+def test_prefect_flow_runs_the_same_stages(project, monkeypatch):
+    """The flow rewrites every output with the same code: DVC then sees nothing changed."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.build import build_benchmark
+
+    d, _ = project
+    monkeypatch.chdir(d)
+    with prefect_test_harness(server_startup_timeout=120):
+        result = build_benchmark(params_path="params.yaml")
+    assert list(result) == [s.name for s in STAGES]
+    assert result["export"]["instances"] == 3563 and result["score_candidates"]["by_status"] == {"no_weights": 2}
+    status = _run([sys.executable, "-m", "dvc", "status"], d)
+    assert "up to date" in status.stdout, status.stdout
+
+
+def test_deployment_has_a_cron_schedule():
+    from flows.deploy import deployment
+
+    dep = deployment(str(ROOT / "params.yaml"))
+    assert dep.name == "nightly-build"
+    crons = [s.schedule.cron for s in dep.schedules]
+    assert crons == [yaml.safe_load((ROOT / "params.yaml").read_text())["prefect"]["cron"]]
+    assert dep.schedules[0].schedule.timezone == "UTC"
