@@ -27,10 +27,10 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote_plus, urlparse
 
 import pandas as pd
 from PIL import Image
@@ -332,23 +332,23 @@ def fetch_bing(
         def feed(self, keyword: str, offset: int, max_num: int, filters: Any = None) -> None:
             self.filter = self.get_filter()
             for i in range(offset, offset + max_num, 20):
-                self.out_queue.put(f"{endpoint}?q={keyword}&first={i}")
+                self.out_queue.put(f"{endpoint}?q={quote_plus(keyword)}&first={i}")
+
+    class TopNParser(BingParser):
+        """BingParser that keeps only the first ``top_n`` results, recording their order in ``seen``."""
+
+        seen: list[str]
+
+        def parse(self, response: Any, **kw: Any):  # noqa: ANN201
+            for task in super().parse(response, **kw):
+                if len(self.seen) < top_n:
+                    self.seen.append(task["file_url"])
+                    yield task
 
     out: dict[str, list[Candidate]] = {}
     for c in concepts:
         records: dict[str, str | None] = {}
         capture = _ErrorCapture()
-        seen: list[str] = []
-
-        class TopNParser(BingParser):
-            """BingParser that keeps only the first ``top_n`` results, recording their order."""
-
-            def parse(self, response: Any, **kw: Any):  # noqa: ANN201
-                for task in super().parse(response, **kw):
-                    if len(seen) < top_n:
-                        seen.append(task["file_url"])
-                        yield task
-
         crawler = BingImageCrawler(
             feeder_cls=EndpointBingFeeder,
             parser_cls=TopNParser,
@@ -357,6 +357,8 @@ def fetch_bing(
             storage={"root_dir": str(tmp)},
             log_level=logging.CRITICAL,
         )
+        seen: list[str] = []
+        crawler.parser.seen = seen
         crawler.downloader.logger.addHandler(capture)
         crawler.downloader.logger.setLevel(logging.ERROR)
         _run_crawler(crawler, {"keyword": c, "offset": 0, "max_num": top_n}, top_n, timeout_s)

@@ -85,7 +85,6 @@ def test_bad_params_are_errors(tmp_path):
 def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
     """open_clip RN50 with random weights, then the same weights from a local file: same embeddings."""
     import torch
-    from PIL import Image
 
     from tests.conftest import IMAGES
 
