@@ -37,7 +37,12 @@ class Instances(pa.DataFrameModel):
     solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="as released (null for raw)")
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
+    task_id: Series[str] = pa.Field(nullable=True, description="creation task (raw): the two cues given for one candidate set")
+    cue_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: the cue's SWOW weight")
+    associations_mean_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: mean R123 count")
+    candidates_connectivity_score: Series[float] = pa.Field(nullable=True, description="release swow.csv: ambiguity measure")
     spymaster: Series[str] = pa.Field(nullable=True, description="keyed hash of the spymaster id (never the raw id)")
+    cue_flag: Series[str] = pa.Field(nullable=True, description="why the cue is inappropriate (profanity filter), raw instances only")
 
     @pa.dataframe_check(error="associations must be a subset of candidates, K = len(associations)")
     def consistent(cls, df: pd.DataFrame) -> pd.Series:

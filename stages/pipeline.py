@@ -35,7 +35,7 @@ class StageSpec:
     """A pipeline stage: module ``stages.<name>`` with ``run(params) -> metrics``."""
 
     name: str
-    params: str  # its params.yaml section
+    params: tuple[str, ...]  # the params.yaml sections it reads (its own first)
     inputs: tuple[str, ...]  # data it reads (may use ${section.key} from params.yaml)
     outs: tuple[str, ...]
     metrics: str
@@ -47,31 +47,35 @@ class StageSpec:
 
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("ingest_concepts", "ingest", ("${ingest.path}",), (ic.CONCEPTS_PATH, ic.EDGES_PATH), ic.METRICS_PATH, ("schemas/ingest.py",)),
-    StageSpec("filter_profanity", "profanity", (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
+    StageSpec("ingest_concepts", ("ingest",), ("${ingest.path}",), (ic.CONCEPTS_PATH, ic.EDGES_PATH), ic.METRICS_PATH, ("schemas/ingest.py",)),
+    StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
     StageSpec(
-        "crawl_images", "crawl", (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
+        "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
         (ci.IMAGES_PATH, ci.STORE_DIR), ci.METRICS_PATH, ("schemas/crawl.py",),
     ),  # fmt: skip
-    StageSpec("ocr_filter", "ocr", (ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH, ("schemas/ocr.py", "stages/_torchvision_compat.py")),
+    StageSpec("ocr_filter", ("ocr",), (ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH, ("schemas/ocr.py", "stages/_torchvision_compat.py")),
     StageSpec(
-        "build_instances", "instances", (oc.OCR_PATH, fp.FILTER_PATH, ic.EDGES_PATH),
+        "build_instances", ("instances",), (oc.OCR_PATH, fp.FILTER_PATH, ic.EDGES_PATH),
         (bi.CANDIDATE_SETS_PATH, bi.SWOW_INSTANCES_PATH), bi.METRICS_PATH, ("schemas/instances.py", "stages/winogavil.py"),
     ),  # fmt: skip
     StageSpec(
-        "score_candidates", "score", (bi.SWOW_INSTANCES_PATH, oc.OCR_PATH, ci.STORE_DIR), (sc.SCORES_PATH,), sc.METRICS_PATH,
+        "score_candidates", ("score",), (bi.SWOW_INSTANCES_PATH, oc.OCR_PATH, ci.STORE_DIR), (sc.SCORES_PATH,), sc.METRICS_PATH,
         ("schemas/scores.py", "stages/winogavil.py", "stages/_torchvision_compat.py"),
     ),  # fmt: skip
     StageSpec(
-        "import_annotations", "annotations", ("${annotations.release_dir}", "${annotations.raw_dir}"),
+        "import_annotations", ("annotations", "profanity"), ("${annotations.release_dir}", "${annotations.raw_dir}"),
         (ia.INSTANCES_PATH, ia.SOLVES_PATH, ia.REJECTS_PATH), ia.METRICS_PATH,
-        ("schemas/annotations.py", "stages/winogavil.py", "stages/_privacy.py"),
+        ("schemas/annotations.py", "schemas/raw.py", "stages/winogavil.py", "stages/_privacy.py", "stages/filter_profanity.py"),
     ),  # fmt: skip
     StageSpec(
-        "select_instances", "select", (ia.INSTANCES_PATH, ia.SOLVES_PATH), (si.SELECTION_PATH, si.TABLE1_PATH, si.TABLE1_MD_PATH),
+        "select_instances", ("select",), (ia.INSTANCES_PATH, ia.SOLVES_PATH),
+        (si.SELECTION_PATH, si.TABLE1_PATH, si.TABLE1_MD_PATH, si.ANNOTATOR_STATS_PATH),
         si.METRICS_PATH, ("schemas/selection.py", "stages/winogavil.py"),
     ),  # fmt: skip
-    StageSpec("export", "export", (si.SELECTION_PATH,), (ex.BENCHMARK_CSV, ex.BENCHMARK_PARQUET), ex.METRICS_PATH, ("schemas/export.py",)),
+    StageSpec(
+        "export", ("export", "select", "score"), (si.SELECTION_PATH, oc.OCR_PATH, ci.STORE_DIR),
+        (ex.BENCHMARK_CSV, ex.BENCHMARK_PARQUET, *ex.SPLIT_FILES.values(), ex.DATASET_DIR), ex.METRICS_PATH, ("schemas/export.py",),
+    ),  # fmt: skip
 )
 BY_NAME = {s.name: s for s in STAGES}
 
@@ -104,7 +108,7 @@ def dvc_yaml() -> str:
         stages[s.name] = {
             "cmd": f"gavil stage {s.name}",
             "deps": s.deps,
-            "params": [s.params],
+            "params": list(s.params),
             "outs": list(s.outs),
             "metrics": [{s.metrics: {"cache": False}}],
         }

@@ -6,10 +6,14 @@ round(population std, 2)``; 3-way agreement |S1∩S2∩S3| / |S1∪S2∪S3|. Rel
 their released mean and std. Raw instances with fewer than ``select.min_solvers`` valid solver
 answers are ``insufficient_solvers`` (never averaged over fewer). An instance is ``selected``
 when its mean >= ``select.min_solver_jaccard`` (paper §2.2: "at least 80%"); model scores
-are not used. Selected instances get ``ID`` 0..n-1 per dataset, in import order.
+are not used. A raw instance whose cue the profanity filter flagged is ``profane_cue`` (its
+scores are kept). Selected instances get ``ID`` 0..n-1 per dataset, in import order; every
+instance also gets its release split (game_5_6, game_10_12, swow) and split ID.
 
 Also writes the paper's Table 1 (generated associations, average model score =
-mean(100 - fool-the-AI), average human score, kept) per dataset and candidate group.
+mean(100 - fool-the-AI), average human score, kept) per dataset and candidate group, and
+per-annotator statistics (hashed ids only): spymasters' instances, selected count, mean human
+score and mean fool-the-AI; solvers' answers and mean Jaccard.
 """
 
 from __future__ import annotations
@@ -19,14 +23,15 @@ from typing import Any
 import pandas as pd
 
 from schemas.annotations import Instances, Solves
-from schemas.selection import Selection, Table1
+from schemas.selection import AnnotatorStats, Selection, Table1
 from stages._io import ParamsError, atomic_path, read_table, section, write_json, write_table
 from stages.import_annotations import INSTANCES_PATH, SOLVES_PATH
-from stages.winogavil import candidate_group, solvable_by_humans, solver_agreement, solver_jaccards
+from stages.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
 
 SELECTION_PATH = "data/selection/selection.parquet"
 TABLE1_PATH = "data/selection/table1.parquet"
 TABLE1_MD_PATH = "data/selection/table1.md"
+ANNOTATOR_STATS_PATH = "data/selection/annotator_stats.parquet"
 METRICS_PATH = "data/metrics/select_instances.json"
 
 
@@ -43,17 +48,27 @@ def select(instances: pd.DataFrame, solves: pd.DataFrame, min_solver_jaccard: fl
         :class:`schemas.selection.Selection`, one row per instance, in import order.
     """
     by_uid = {uid: g["selection"].tolist() for uid, g in solves.groupby("instance_uid", sort=False)}
+    splits = split_ids(instances)
     rows = []
-    for rec in instances.itertuples(index=False):
+    for rec, (split, sid) in zip(instances.itertuples(index=False), splits):
         row = {
             "instance_uid": rec.instance_uid,
+            "origin": rec.origin,
             "dataset": rec.dataset,
+            "split": split,
+            "split_id": sid,
             "cue": rec.cue,
             "candidates": rec.candidates,
             "associations": rec.associations,
             "num_associations": rec.num_associations,
             "num_candidates": rec.num_candidates,
             "score_fool_the_ai": rec.score_fool_the_ai,
+            "annotation_index": rec.annotation_index,
+            "images_source": rec.images_source,
+            "cue_weight": rec.cue_weight,
+            "associations_mean_weight": rec.associations_mean_weight,
+            "candidates_connectivity_score": rec.candidates_connectivity_score,
+            "spymaster": rec.spymaster,
             "solver_jaccards": None,
             "n_solvers": None,
             "solvers_agreement": None,
@@ -70,20 +85,70 @@ def select(instances: pd.DataFrame, solves: pd.DataFrame, min_solver_jaccard: fl
             mean, std = solvable_by_humans(js)
             row |= {"solver_jaccards": js, "solvers_jaccard_mean": mean, "solvers_jaccard_std": std, "solvers_agreement": solver_agreement(sels)}
         mean = row["solvers_jaccard_mean"]
-        if pd.isna(mean):
+        if isinstance(rec.cue_flag, str):
+            rows.append({**row, "status": "profane_cue", "reason": f"cue flagged: {rec.cue_flag}"})
+        elif pd.isna(mean):
             rows.append({**row, "status": "insufficient_solvers", "reason": "no solver scores"})
         elif mean >= min_solver_jaccard:
             rows.append({**row, "status": "selected", "reason": None})
         else:
             rows.append({**row, "status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}"})
     df = pd.DataFrame(rows, columns=[c for c in Selection.to_schema().columns if c != "ID"])
-    df["score_fool_the_ai"] = df["score_fool_the_ai"].astype("Int64")
-    df["n_solvers"] = df["n_solvers"].astype("Int64")
+    for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
+        df[col] = df[col].astype("Int64")
     for col in ("solvers_jaccard_mean", "solvers_jaccard_std", "solvers_agreement"):
         df[col] = df[col].astype(float)
     selected = df["status"] == "selected"
     df["ID"] = pd.array([pd.NA] * len(df), dtype="Int64")
     df.loc[selected, "ID"] = df[selected].groupby("dataset").cumcount().astype("Int64")
+    return df
+
+
+def split_ids(instances: pd.DataFrame) -> list[tuple[str, int]]:
+    """(split, split_id) per instance: game N=5/6 -> game_5_6, N=10/12 -> game_10_12, SWOW -> swow.
+
+    Released rows keep their released ID; new rows get the next free IDs of their split, in
+    import order (the release's split files number instances before selection, with gaps).
+    """
+    names = [
+        "swow" if d == "swow_baseline" else ("game_5_6" if n in (5, 6) else "game_10_12")
+        for d, n in zip(instances["dataset"], instances["num_candidates"])
+    ]
+    next_free: dict[str, int] = {}
+    for name, rid in zip(names, instances["release_id"]):
+        if pd.notna(rid):
+            next_free[name] = max(next_free.get(name, 0), int(rid) + 1)
+    out = []
+    for name, rid in zip(names, instances["release_id"]):
+        if pd.notna(rid):
+            out.append((name, int(rid)))
+        else:
+            out.append((name, next_free.get(name, 0)))
+            next_free[name] = next_free.get(name, 0) + 1
+    return out
+
+
+def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFrame:
+    """Per spymaster and per solver (hashed ids): counts, mean Jaccard, mean fool-the-AI.
+
+    Returns :class:`schemas.selection.AnnotatorStats` rows, spymasters first, by annotator.
+    """
+    rows = []
+    spy = selection[selection["spymaster"].notna()]
+    for who, g in spy.groupby("spymaster", sort=True):
+        fool = g["score_fool_the_ai"].dropna().astype(float)
+        human = g["solvers_jaccard_mean"].dropna()
+        rows.append({"role": "spymaster", "annotator": who, "count": len(g), "selected": int((g["status"] == "selected").sum()),
+                     "mean_jaccard": float(human.mean()) if len(human) else None,
+                     "mean_fool_the_ai": float(fool.mean()) if len(fool) else None})  # fmt: skip
+    assoc = dict(zip(selection["instance_uid"], selection["associations"]))
+    if len(solves):
+        js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
+        sv = solves.assign(j=js)
+        for who, g in sv.groupby("solver", sort=True):
+            rows.append({"role": "solver", "annotator": who, "count": len(g), "selected": None, "mean_jaccard": float(g["j"].mean()), "mean_fool_the_ai": None})
+    df = pd.DataFrame(rows, columns=list(AnnotatorStats.to_schema().columns))
+    df["selected"] = df["selected"].astype("Int64")
     return df
 
 
@@ -131,8 +196,10 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     thr = float(p["min_solver_jaccard"])
     if not 0.0 <= thr <= 1.0:
         raise ParamsError(f"select.min_solver_jaccard={thr} must be a fraction in [0, 1] (0.8 = 80 %)")
-    sel = select(read_table(INSTANCES_PATH, Instances), read_table(SOLVES_PATH, Solves), thr, int(p["min_solvers"]))
+    solves = read_table(SOLVES_PATH, Solves)
+    sel = select(read_table(INSTANCES_PATH, Instances), solves, thr, int(p["min_solvers"]))
     write_table(sel, SELECTION_PATH, Selection)
+    write_table(annotator_stats(sel, solves), ANNOTATOR_STATS_PATH, AnnotatorStats)
     t1 = write_table(table1(sel, thr), TABLE1_PATH, Table1)
     with atomic_path(TABLE1_MD_PATH, ".md") as tmp:
         tmp.write_text(table1_markdown(t1))

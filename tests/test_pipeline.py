@@ -25,8 +25,8 @@ def test_every_stage_has_its_params_section_and_a_module():
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert list(dvc) == [s.name for s in STAGES]
     for s in STAGES:
-        assert s.params in params, s.name
-        assert dvc[s.name]["params"] == [s.params]
+        assert all(sec in params for sec in s.params), s.name
+        assert dvc[s.name]["params"] == list(s.params)
         assert (ROOT / "stages" / f"{s.name}.py").exists()
         for dep in s.deps:
             if not dep.startswith("${") and not dep.startswith("data/") or dep.startswith("data/sample"):
@@ -68,6 +68,11 @@ def test_dvc_repro_end_to_end(project):
     assert metrics["build_instances"]["candidate_sets_skipped_sizes"] == [12]  # pool of 9
     assert metrics["export"]["instances"] == 3563
     assert (d / "data/export/benchmark.csv").read_bytes() == (d / "data/sample/winogavil/winogavil_dataset.csv").read_bytes()
+    assert metrics["export"]["split_files"] == {"game_5_6": 2709, "game_10_12": 854, "swow": 998}
+    images = sorted(p.name for p in (d / "data/export/dataset/images").iterdir())
+    assert images and set(images) <= {f"{n}.{e}" for n in MINI_IMAGES for e in ("png", "jpg")}
+    card = (d / "data/export/dataset/README.md").read_text()
+    assert "CC-BY 4.0" in card and "De Deyne" in card and ">= 0.8" in card
 
     again = _run([sys.executable, "-m", "dvc", "repro"], d)
     assert again.returncode == 0 and "Running stage" not in again.stdout
@@ -102,7 +107,7 @@ def test_query_sees_every_stage_table(project):
 
     names = set(table_files(d))
     assert {"concepts", "edges", "concept_filter", "images", "ocr", "candidate_sets", "swow_instances", "scores",
-            "instances", "solves", "annotation_rejects", "selection", "table1", "benchmark"} == names  # fmt: skip
+            "instances", "solves", "annotation_rejects", "selection", "table1", "annotator_stats", "benchmark"} == names  # fmt: skip
     con = connect(d)
     assert con.execute("select count(*) from benchmark").fetchone()[0] == 3563
     row = con.execute("select list_contains(candidates, 'eagle'), len(associations) from benchmark where ID = 0").fetchone()
