@@ -506,8 +506,11 @@ def import_all(
     sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
     rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
     by_reason = rej["reason"].str.replace(r"'[^']*'|\[[^\]]*\]|\d+", "…", regex=True).value_counts().to_dict() if len(rej) else {}
+    accepted = pd.concat([inst["source_file"], sol["source_file"]]).value_counts().to_dict()
     metrics = {
         "rows_read": state.read,
+        "rows_accepted": {f: int(accepted.get(f, 0)) for f in state.read},
+        "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
         "instances": {f"{o}/{d}": int(n) for (o, d), n in inst.groupby(["origin", "dataset"]).size().items()},
         "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
         "solves": len(sol),

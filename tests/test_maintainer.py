@@ -161,3 +161,17 @@ def test_new_instances_get_the_next_split_ids(tmp_path):
     sel = select(res.instances, res.solves, 0.8).set_index("instance_uid")
     assert sel.loc["raw:n1", ["split", "split_id"]].tolist() == ["game_5_6", 2714]  # release IDs end at 2713
     assert sel.loc["raw:n2", ["split", "split_id"]].tolist() == ["game_10_12", 0]
+
+
+def test_missing_columns_reject_the_file_and_the_summary_adds_up(tmp_path):
+    write_csv(tmp_path / "raw/b1/creations.csv", ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
+              [["m1", "W", "space", j(C6), j(["rocket", "moon"])]])  # fmt: skip
+    write_csv(tmp_path / "raw/b1/solves.csv", ["instance_id", "solver_id", "answer"], [["m1", "S1", j(["rocket", "moon"])]])
+    res = import_all(None, [], tmp_path / "raw", KEY)
+    solves_file = (tmp_path / "raw/b1/solves.csv").as_posix()
+    rej = res.rejects.set_index("source_file")
+    assert rej.loc[solves_file, "source_line"] == 1 and "missing column(s) ['selection']" in rej.loc[solves_file, "reason"]
+    m = res.metrics
+    for f, n in m["rows_read"].items():
+        assert m["rows_accepted"][f] + m["rows_rejected"][f] >= n  # header problems count once
+    assert m["rows_accepted"][(tmp_path / "raw/b1/creations.csv").as_posix()] == 1
