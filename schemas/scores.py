@@ -13,7 +13,8 @@ class Scores(pa.DataFrameModel):
     """One row per (model, instance). Scores are null unless status is ok or untrained."""
 
     instance_id: Series[str]
-    model: Series[str] = pa.Field(description="open_clip architecture, e.g. RN50")
+    model_name: Series[str] = pa.Field(description="label from params, e.g. rival:RN50 or text-minilm")
+    model: Series[str] = pa.Field(description="open_clip architecture or text model id, e.g. RN50")
     pretrained: Series[str] = pa.Field(description="pretrained tag, weights file sha256, or 'untrained'")
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)

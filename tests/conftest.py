@@ -22,6 +22,11 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "test-key-not-secret")
 
+# Tests import open_clip/torchvision directly: make that safe on the CPU torch build first.
+from stages._torchvision_compat import ensure_torchvision  # noqa: E402
+
+ensure_torchvision()
+
 
 @pytest.fixture
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

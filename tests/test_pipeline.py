@@ -64,6 +64,13 @@ def test_dvc_repro_end_to_end(project):
     assert metrics["crawl_images"]["by_status"]["ok"] == len(MINI_IMAGES)
     assert metrics["ocr_filter"]["by_status"]["accepted"] == len(MINI_IMAGES)
     assert metrics["score_candidates"]["by_status"] == {"no_weights": 2}
+    ev = metrics["evaluate"]
+    assert ev["release_check"]["matches"] and ev["instances"] == 3563 + 998
+    assert ev["models"]["clip-rn50"]["status"] == "no_weights" and ev["models"]["clip-rn50"]["game 5&6"] is None
+    text = ev["models"]["text-minilm-l6"]  # the offline text-only baseline scores every instance
+    assert text["status"] == "ok" and 0 < text["game 5&6"] < text["swow_baseline 5&6"] <= 100
+    assert (d / "data/plots/evaluation_by_model.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| text-minilm-l6" in (d / "data/evaluate/table4.md").read_text()
     assert "score.weights_path" in metrics["score_candidates"]["message"]
     assert metrics["build_instances"]["candidate_sets_skipped_sizes"] == [12]  # pool of 9
     assert metrics["export"]["instances"] == 3563
@@ -81,7 +88,7 @@ def test_dvc_repro_end_to_end(project):
 
 
 @pytest.mark.slow
-def test_threshold_change_reruns_only_selection_and_export(project):
+def test_threshold_change_reruns_only_what_depends_on_the_selection(project):
     d, _ = project
     params_file = d / "params.yaml"
     original = params_file.read_text()
@@ -92,7 +99,7 @@ def test_threshold_change_reruns_only_selection_and_export(project):
         out = _run([sys.executable, "-m", "dvc", "repro"], d)
         assert out.returncode == 0, out.stderr[-2000:]
         ran = [line.split("'")[1] for line in out.stdout.splitlines() if line.startswith("Running stage")]
-        assert ran == ["select_instances", "export"]
+        assert ran == ["select_instances", "export", "evaluate"]  # everything downstream of the selection, nothing upstream
         q = _run(["gavil", "query", "select count(*) as n, min(solvers_jaccard_mean) as m from benchmark", "--format", "json"], d)
         assert json.loads(q.stdout) == [{"n": 3387, "m": 1.0}]
     finally:
@@ -107,7 +114,8 @@ def test_query_sees_every_stage_table(project):
 
     names = set(table_files(d))
     assert {"concepts", "edges", "concept_filter", "images", "ocr", "candidate_sets", "swow_instances", "scores",
-            "instances", "solves", "annotation_rejects", "selection", "table1", "annotator_stats", "benchmark"} == names  # fmt: skip
+            "instances", "solves", "annotation_rejects", "selection", "table1", "annotator_stats", "benchmark",
+            "embeddings", "eval_embeddings", "predictions", "evaluation"} == names  # fmt: skip
     con = connect(d)
     assert con.execute("select count(*) from benchmark").fetchone()[0] == 3563
     row = con.execute("select list_contains(candidates, 'eagle'), len(associations) from benchmark where ID = 0").fetchone()

@@ -1,12 +1,15 @@
-"""score_candidates: predictions from embeddings, no-weights behaviour, weight resolution."""
+"""score_candidates: predictions from embeddings, the cache, no-weights behaviour, weight resolution."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from schemas.scores import Scores
+from stages._embeddings import Cache, predict, score_instances
 from stages._io import ParamsError, validate
-from stages.score_candidates import RivalModel, WeightsUnavailable, load_rival_model, score_instances
+from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from stages.score_candidates import with_model_columns
+from stages.winogavil import top_k
 
 INSTANCES = pd.DataFrame(
     {
@@ -16,23 +19,31 @@ INSTANCES = pd.DataFrame(
         "associations": [["rocket", "moon"], ["cat", "brick"], ["moon", "star"]],
     }
 )
-PATHS = {c: f"/imgs/{c}.png" for c in ["rocket", "cat", "moon", "coffee", "brick", "star"]}
+IMAGES = {c: (f"{c:0>64}"[-64:], f"/imgs/{c}.png") for c in ["rocket", "cat", "moon", "coffee", "brick", "star"]}
 # hand-made unit embeddings: "A space" is closest to moon (0.98), then rocket (0.90); "An ocean" ties everywhere
 VEC = {
     "rocket": [1, 0, 0], "moon": [0.8, 0.6, 0], "cat": [0, 1, 0], "coffee": [0, 0, 1], "brick": [0, 0.6, 0.8], "star": [0.6, 0.8, 0],
     "A space": [0.9, 0.436, 0], "An ocean": [0, 0, 0],
 }  # fmt: skip
+SPEC = ModelSpec("rival:RN50", "open_clip", "RN50", "openai")
 
 
-def fake_model(untrained=False):
+def fake_model(untrained=False, calls=None):
     def emb(keys):
+        if calls is not None:
+            calls.append(list(keys))
         return np.array([VEC[k.rsplit("/", 1)[-1].removesuffix(".png")] for k in keys], dtype=np.float32)
 
-    return RivalModel("RN50", "untrained" if untrained else "openai", untrained, emb, emb)
+    return LoadedModel(SPEC, "untrained" if untrained else "openai", untrained, emb, emb)
+
+
+def scored(model, cache=None):
+    df = score_instances(INSTANCES, model, IMAGES, cache if cache is not None else Cache([], None), "no cached weights; set score.weights_path")
+    return validate(with_model_columns(df, SPEC, model.weights_id if model else "openai"), Scores).set_index("instance_id")
 
 
 def test_predictions_jaccard_and_fool_score():
-    out = validate(score_instances(INSTANCES, PATHS, fake_model()), Scores).set_index("instance_id")
+    out = scored(fake_model())
     space = out.loc["swow:space"]
     assert space["prompt"] == "A space" and space["predictions"] == ["moon", "rocket"]  # 0.98, 0.90
     assert space["jaccard"] == 1.0 and space["score_fool_the_ai"] == 0 and space["status"] == "ok"
@@ -44,64 +55,118 @@ def test_predictions_jaccard_and_fool_score():
 
 
 def test_untrained_rows_say_so():
-    out = validate(score_instances(INSTANCES[:1], PATHS, fake_model(untrained=True)), Scores)
-    assert out.loc[0, "status"] == "untrained" and out.loc[0, "pretrained"] == "untrained"
-    assert "random weights" in out.loc[0, "reason"]
+    out = scored(fake_model(untrained=True))
+    assert out.loc["swow:space", "status"] == "untrained" and out.loc["swow:space", "pretrained"] == "untrained"
+    assert "random weights" in out.loc["swow:space", "reason"]
 
 
 def test_no_weights_rows_invent_nothing():
-    out = validate(score_instances(INSTANCES, PATHS, None, ("RN50", "openai", "no cached weights; set score.weights_path")), Scores)
+    out = scored(None)
     assert (out["status"] == "no_weights").all()
     assert out["jaccard"].isna().all() and out["score_fool_the_ai"].isna().all() and out["predictions"].isna().all()
     assert out["reason"].str.contains("score.weights_path").all()
 
 
 def test_schema_refuses_made_up_scores():
-    out = score_instances(INSTANCES[:1], PATHS, None, ("RN50", "openai", "none"))
-    out.loc[0, "jaccard"] = 0.5
+    df = with_model_columns(score_instances(INSTANCES[:1], None, IMAGES, Cache([], None), "none"), SPEC, "openai")
+    df.loc[0, "jaccard"] = 0.5
     with pytest.raises(Exception, match="scores only where a model ran"):
-        validate(out, Scores)
+        validate(df, Scores)
 
 
-P = {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": None, "allow_download": False,
-     "require_weights": False, "batch_size": 8, "threads": 1}  # fmt: skip
+def test_cache_embeds_each_image_and_prompt_once(tmp_path):
+    path = tmp_path / "cache.parquet"
+    calls: list = []
+    cache = Cache([], path)
+    scored(fake_model(calls=calls), cache)
+    assert sorted(len(c) for c in calls) == [2, 5]  # 5 distinct images, 2 prompts (night is missing an image)
+    cache.save()
+    calls.clear()
+    again = Cache([], path)
+    assert len(again) == 7
+    out = scored(fake_model(calls=calls), again)
+    assert calls == [] and again.hits == 7 and again.computed == 0  # pure lookup
+    assert out.loc["swow:space", "predictions"] == ["moon", "rocket"]
+    # another stage reading this cache read-only embeds only what is new
+    calls.clear()
+    layered = Cache([path], tmp_path / "other.parquet")
+    more = INSTANCES.assign(cue=["space", "galaxy", "night"])
+    VEC["A galaxy"] = [0.7, 0.7, 0.14]
+    score_instances(more, fake_model(calls=calls), IMAGES, layered)
+    assert calls == [["A galaxy"]]
+    assert layered.save() == 1
+
+
+def test_vectorised_predict_matches_the_reference_rule():
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    vecs = {w: v / np.linalg.norm(v) for w, v in zip(words, rng.normal(size=(40, 8)).astype(np.float32))}
+    vecs["tie"] = vecs["w0"]  # a duplicate vector: an exact tie
+    cands, queries, ks = [], [], []
+    for i in range(300):
+        n = [5, 6, 10, 12][i % 4]
+        cs = list(rng.choice(words, size=n, replace=False))
+        if i % 7 == 0:
+            cs[-1] = "tie"
+            cs[0] = "w0"
+        cands.append(cs)
+        queries.append(words[i % 40])
+        ks.append(2 + i % 3)
+    picks, sims = predict(cands, queries, ks, vecs, vecs, chunk=17)
+    for cs, q, k, pick, s in zip(cands, queries, ks, picks, sims):
+        ref = top_k(cs, [float(np.dot(vecs[q], vecs[c])) for c in cs], k)
+        assert [cs[i] for i in pick] == ref
+        assert len(s) == len(cs)
+
+
+P = RuntimeOptions(cache_dir=None, allow_download=False, batch_size=8, threads=1, loader_workers=0)
 
 
 def test_no_cache_no_download_is_actionable(tmp_path):
-    with pytest.raises(WeightsUnavailable, match="score.weights_path"):
-        load_rival_model({**P, "cache_dir": str(tmp_path)})
+    with pytest.raises(WeightsUnavailable, match="weights_path"):
+        load_model(SPEC, RuntimeOptions(cache_dir=str(tmp_path), allow_download=False))
 
 
 def test_bad_params_are_errors(tmp_path):
     with pytest.raises(ParamsError, match="not an open_clip architecture"):
-        load_rival_model({**P, "model": "NoSuchNet"})
+        load_model(ModelSpec("x", "open_clip", "NoSuchNet", "openai"), P)
     with pytest.raises(ParamsError, match="does not exist"):
-        load_rival_model({**P, "weights_path": str(tmp_path / "RN50.pt")})
+        load_model(ModelSpec("x", "open_clip", "RN50", "openai", str(tmp_path / "RN50.pt")), P)
     with pytest.raises(ParamsError, match="unknown for RN50"):
-        load_rival_model({**P, "pretrained": "no-such-tag"})
+        load_model(ModelSpec("x", "open_clip", "RN50", "no-such-tag"), P)
+    with pytest.raises(ParamsError, match="set 'pretrained'"):
+        ModelSpec.from_params({"name": "x", "kind": "open_clip", "model": "RN50"})
 
 
 @pytest.mark.slow
 def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
     """open_clip RN50 with random weights, then the same weights from a local file: same embeddings."""
+    import open_clip
     import torch
 
-    from tests.conftest import IMAGES
+    from tests.conftest import IMAGES as IMG_DIR
 
     torch.manual_seed(0)
-    rnd = load_rival_model({**P, "pretrained": None})
-    assert rnd.untrained and rnd.pretrained == "untrained"
-    imgs = [str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
-    e1 = rnd.embed_images(imgs)
-    assert e1.shape == (2, 1024) and np.allclose(np.linalg.norm(e1, axis=1), 1, atol=1e-5)
+    rnd = load_model(ModelSpec("r", "open_clip", "RN50", None), RuntimeOptions(batch_size=2, threads=1, loader_workers=1))
+    assert rnd.untrained and rnd.weights_id == "untrained"
+    imgs = [str(IMG_DIR / "cat.png"), str(IMG_DIR / "rocket.jpg"), str(IMG_DIR / "moon.png")]
+    e1 = rnd.embed_images(imgs)  # 2 batches, the second decoded on a prefetch thread
+    assert e1.shape == (3, 1024) and np.allclose(np.linalg.norm(e1, axis=1), 1, atol=1e-5)
     assert rnd.embed_texts(["A cat"]).shape == (1, 1024)
-
-    import open_clip
 
     torch.manual_seed(0)
     model = open_clip.create_model("RN50", pretrained=None)
     path = tmp_path / "rn50-test.pt"
     torch.save(model.state_dict(), path)
-    loaded = load_rival_model({**P, "pretrained": None, "weights_path": str(path)})
-    assert not loaded.untrained and loaded.pretrained.startswith("file:")
+    loaded = load_model(ModelSpec("f", "open_clip", "RN50", None, str(path)), P)
+    assert not loaded.untrained and loaded.weights_id.startswith("file:")
     assert np.allclose(loaded.embed_images(imgs), e1, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_text_only_baseline_runs_offline():
+    m = load_model(ModelSpec("text-minilm", "text", "all-MiniLM-L6-v2"), P)
+    assert m.embed_images is None and m.weights_id == "all-MiniLM-L6-v2"
+    inst = pd.DataFrame({"instance_id": ["i"], "cue": ["Astronaut"], "candidates": [["rocket", "cat", "banana", "sofa", "moon"]], "associations": [["rocket", "moon"]]})
+    out = score_instances(inst, m, {}, Cache([], None))
+    assert out.loc[0, "status"] == "ok" and set(out.loc[0, "predictions"]) == {"rocket", "moon"}

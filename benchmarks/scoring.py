@@ -1,0 +1,173 @@
+"""Scoring performance (issue targets), each against a baseline measured in the same run:
+
+1. Throughput: the stage's embedding path (cache -> threaded decode/preprocess prefetch ->
+   batched encode_image) on N images vs a bare ``encode_image`` loop over the same, already
+   preprocessed tensors. Target: stage <= 1.25x the bare loop.
+2. Re-scoring after adding 10 % new images costs <= 15 % of the first run.
+3. Scoring 3,563 instances x up to 12 candidates from cached embeddings (cache load included): < 2 s.
+4. Peak RSS of a process embedding 10,000 images with one model: < 2 GB.
+
+Weights do not change speed, so the model runs with random weights (``pretrained: null``).
+Usage: python benchmarks/scoring.py [--model ViT-B-32] [--images 500] [--memory-images 10000]
+Writes benchmarks/results/scoring.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def make_images(d: Path, n: int, start: int = 0, size: int = 256) -> list[str]:
+    from PIL import Image
+
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(start)
+    paths = []
+    for i in range(start, start + n):
+        p = d / f"img{i:05d}.jpg"
+        if not p.exists():
+            arr = (rng.random((size, size, 3)) * 255).astype(np.uint8)
+            Image.fromarray(arr).save(p, quality=85)
+        paths.append(str(p))
+    return paths
+
+
+def stage_embed(model, paths: list[str], cache) -> float:
+    from stages._models import sha256_file
+
+    t0 = time.perf_counter()
+    items = {sha256_file(p): p for p in paths}
+    cache.ensure((model.spec.model, model.weights_id, "image"), items, model.embed_images)
+    return time.perf_counter() - t0
+
+
+def memory_child(model_name: str, n: int, workdir: str) -> None:
+    from stages._embeddings import Cache
+    from stages._models import ModelSpec, RuntimeOptions, load_model
+
+    paths = make_images(Path(workdir) / "mem", n, start=100_000, size=128)
+    model = load_model(ModelSpec("bench", "open_clip", model_name, None), RuntimeOptions(batch_size=32, threads=2, loader_workers=1))
+    cache = Cache([], Path(workdir) / "mem_cache.parquet")
+    t = stage_embed(model, paths, cache)
+    cache.save()
+    print(json.dumps({"seconds": t, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "children_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="ViT-B-32")
+    ap.add_argument("--images", type=int, default=500)
+    ap.add_argument("--memory-images", type=int, default=10_000)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        memory_child(args.model, args.memory_images, args.workdir)
+        return
+
+    import torch
+    from PIL import Image
+
+    from stages._embeddings import Cache, score_instances
+    from stages._models import LoadedModel, ModelSpec, RuntimeOptions, load_model
+
+    work = Path(tempfile.mkdtemp(prefix="gavil-score-"))
+    paths = make_images(work / "imgs", args.images)
+    opt = RuntimeOptions(batch_size=32, threads=2, loader_workers=1)
+    model = load_model(ModelSpec("bench", "open_clip", args.model, None), opt)
+
+    # 1. bare loop over preprocessed tensors (what the model alone costs)
+    import open_clip
+
+    _, _, preprocess = open_clip.create_model_and_transforms(args.model, pretrained=None)
+    raw_model = open_clip.create_model(args.model, pretrained=None).eval()
+    tensors = [preprocess(Image.open(p).convert("RGB")) for p in paths]
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(tensors), 32):
+            raw_model.encode_image(torch.stack(tensors[i : i + 32]))
+    t_bare = time.perf_counter() - t0
+    cache = Cache([], work / "cache.parquet")
+    t_stage = stage_embed(model, paths, cache)
+    cache.save()
+
+    # 2. add 10 % new images and re-embed through the cache
+    new = make_images(work / "imgs", max(1, args.images // 10), start=args.images)
+    cache2 = Cache([], work / "cache.parquet")
+    t_rescore = stage_embed(model, paths + new, cache2)
+
+    # 3. 3,563 instances x up to 12 candidates from cached embeddings (text-only path: no image decode)
+    import pandas as pd
+
+    bench = pd.read_csv(ROOT / "data/sample/winogavil/winogavil_dataset.csv")
+    inst = pd.DataFrame({"instance_id": bench["ID"].astype(str), "cue": bench["cue"], "candidates": bench["candidates"].map(json.loads), "associations": bench["associations"].map(json.loads)})
+    words = sorted({c for cs in inst["candidates"] for c in cs} | {c.strip().lower() for c in inst["cue"]})
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(len(words), 512)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    lookup = dict(zip(words, vecs))
+
+    def must_not_embed(_texts):
+        raise AssertionError("everything should come from the cache")
+
+    seed_cache = Cache([], work / "text_cache.parquet")
+    spec = ModelSpec("text-bench", "text", "bench-words")
+    seed_cache.ensure(("bench-words", "bench", "text"), {w: w for w in words}, lambda ws: np.stack([lookup[w] for w in ws]))
+    seed_cache.save()
+    cached_model = LoadedModel(spec, "bench", False, None, must_not_embed)
+    t0 = time.perf_counter()
+    loaded_cache = Cache([], work / "text_cache.parquet")
+    scored = score_instances(inst, cached_model, {}, loaded_cache)
+    t_cached = time.perf_counter() - t0
+    assert (scored["status"] == "ok").all()
+
+    # 4. peak memory of embedding 10,000 images in a fresh process
+    out = subprocess.run([sys.executable, __file__, "--child", "--model", args.model, "--memory-images", str(args.memory_images), "--workdir", str(work)],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    mem = json.loads(out.stdout.strip().splitlines()[-1])
+
+    result = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, CPU only",
+        "model": f"{args.model} (random weights; speed does not depend on them)",
+        "images": args.images,
+        "bare_encode_image_s": round(t_bare, 2),
+        "stage_embed_s": round(t_stage, 2),
+        "stage_vs_bare_ratio": round(t_stage / t_bare, 3),
+        "images_per_s_stage": round(args.images / t_stage, 2),
+        "rescore_after_10pct_new_s": round(t_rescore, 2),
+        "rescore_vs_first_ratio": round(t_rescore / t_stage, 3),
+        "cached_scoring_instances": len(inst),
+        "cached_scoring_s": round(t_cached, 3),
+        "memory_images": args.memory_images,
+        "memory_embed_s": round(mem["seconds"], 1),
+        "memory_peak_rss_mb": round(mem["peak_rss_mb"], 1),
+        "memory_loader_worker_peak_rss_mb": round(mem["children_peak_rss_mb"], 1),
+        "targets": {"stage_vs_bare_ratio": 1.25, "rescore_vs_first_ratio": 0.15, "cached_scoring_s": 2.0, "memory_peak_rss_mb": 2048},
+    }
+    print(f"{'measure':38s} {'value':>10s} {'target':>8s}")
+    for k, tgt in result["targets"].items():
+        print(f"{k:38s} {result[k]:10.3f} {tgt:8}")
+    print(f"bare loop {t_bare:.1f} s, stage {t_stage:.1f} s for {args.images} images ({args.images / t_stage:.1f} img/s)")
+    dest = ROOT / "benchmarks/results/scoring.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Tables of the ``evaluate`` stage: per-instance predictions and the Table-4 style summary."""
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from schemas import list_field
+
+STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
+
+
+class EvalPredictions(pa.DataFrameModel):
+    """One row per (model, benchmark instance)."""
+
+    model_name: Series[str]
+    weights_id: Series[str] = pa.Field(description="tag, file:<sha16>, untrained, text model id, or 'release'")
+    dataset: Series[str] = pa.Field(isin=["game", "swow_baseline"])
+    instance_id: Series[str]
+    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    status: Series[str] = pa.Field(isin=STATUSES)
+    reason: Series[str] = pa.Field(nullable=True)
+    predictions: Series[object] = list_field("str", nullable=True)
+    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    random_jaccard: Series[float] = pa.Field(ge=0, le=1, description="expected Jaccard of a uniformly random K-subset")
+
+    @pa.dataframe_check(error="a Jaccard exactly where a model predicted (ok/untrained)")
+    def scored_rows(cls, df: pd.DataFrame) -> pd.Series:
+        scored = df["status"].isin(["ok", "untrained"])
+        return scored == df["jaccard"].notna()
+
+    class Config:
+        strict = True
+        coerce = True
+
+
+class Evaluation(pa.DataFrameModel):
+    """Mean Jaccard x100 per model and cell (dataset x N or group), with a 95 % bootstrap CI."""
+
+    model_name: Series[str]
+    weights_id: Series[str]
+    dataset: Series[str]
+    breakdown: Series[str] = pa.Field(isin=["num_candidates", "group", "all"])
+    cell: Series[str] = pa.Field(description="5, 6, 10, 12, 5&6, 10&12 or all")
+    n_instances: Series[int] = pa.Field(ge=0)
+    n_scored: Series[int] = pa.Field(ge=0)
+    untrained: Series[bool]
+    mean_jaccard_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    random_percent: Series[float] = pa.Field(ge=0, le=100, description="random-chance Jaccard x100 on the same instances")
+
+    class Config:
+        strict = True
+        coerce = True

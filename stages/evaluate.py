@@ -1,0 +1,273 @@
+"""Stage 10, ``evaluate``: zero-shot evaluation of any models on the selected benchmark.
+
+For every model in ``evaluate.models`` (open_clip architectures with a tag or weights file, or
+the text-only baseline that compares the cue with the candidates' *names*) and every selected
+instance (game and SWOW baseline): top-K prediction and Jaccard, as in
+:mod:`stages._embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
+candidates (5, 6, 10, 12) and by the groups 5-6 and 10-12, each with a 95 % percentile bootstrap
+CI over instances (``evaluate.bootstrap`` resamples, seeded) and the random-chance Jaccard of the
+same instances (exact expectation for a uniformly random K-subset of N).
+
+Also recomputes the release's own CLIP ViT-B/32 results from its stored predictions
+(``evaluate.release_predictions_dir``) — 41.6 / 53.4 / 74.3 for game 10-12 / game 5-6 / SWOW —
+as a check of this evaluation code. Embeddings come from ``score_candidates``' cache when
+present; anything new goes to this stage's own cache. Models without weights get
+``no_weights`` rows and null means; untrained models are labelled as such everywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from functools import lru_cache
+from math import comb
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from schemas.evaluate import EvalPredictions, Evaluation
+from schemas.ocr import Ocr
+from schemas.selection import Selection
+from stages._embeddings import Cache, score_instances
+from stages._io import ParamsError, atomic_path, read_table, section, write_json, write_table
+from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from stages.ocr_filter import OCR_PATH
+from stages.score_candidates import CACHE_PATH as SCORE_CACHE_PATH
+from stages.score_candidates import accepted_images
+from stages.select_instances import SELECTION_PATH
+from stages.winogavil import candidate_group, jaccard
+
+PREDICTIONS_PATH = "data/evaluate/predictions.parquet"
+EVALUATION_PATH = "data/evaluate/evaluation.parquet"
+TABLE4_PATH = "data/evaluate/table4.md"
+CACHE_PATH = "data/cache/eval_embeddings.parquet"
+PLOT_MODELS_PATH = "data/plots/evaluation_by_model.png"
+PLOT_CANDIDATES_PATH = "data/plots/evaluation_by_candidates.png"
+METRICS_PATH = "data/metrics/evaluate.json"
+
+RELEASE_MODEL = "clip-vit-b-32 (release predictions)"
+RELEASE_FILES = {"game_5_6_with_predictions.csv": "game", "game_10_12_with_predictions.csv": "game", "swow_with_predictions.csv": "swow_baseline"}
+#: The release's published means x100 for its stored predictions (reference).
+RELEASE_EXPECTED = {"game 10&12": 41.6, "game 5&6": 53.4, "swow_baseline 5&6": 74.3}
+TABLE4_COLUMNS = [("game", "10&12"), ("game", "5&6"), ("swow_baseline", "5&6")]
+
+
+@lru_cache(maxsize=None)
+def random_jaccard(n: int, k: int) -> float:
+    """Expected Jaccard of a uniformly random K-subset of N against K associations (fraction).
+
+    E[J] = sum_i C(K,i) C(N-K,K-i) / C(N,K) * i / (2K - i)  (hypergeometric overlap i).
+    """
+    total = comb(n, k)
+    return sum(comb(k, i) * comb(n - k, k - i) / total * i / (2 * k - i) for i in range(0, k + 1))
+
+
+def benchmark_instances(selection: pd.DataFrame) -> pd.DataFrame:
+    """Selected instances (game and SWOW baseline) with instance_id = instance_uid."""
+    sel = selection[selection["status"] == "selected"]
+    return pd.DataFrame(
+        {
+            "instance_id": sel["instance_uid"].to_numpy(),
+            "dataset": sel["dataset"].to_numpy(),
+            "cue": sel["cue"].to_numpy(),
+            "candidates": sel["candidates"].to_numpy(),
+            "associations": sel["associations"].to_numpy(),
+            "num_candidates": sel["num_candidates"].to_numpy(),
+        }
+    )
+
+
+def release_predictions(folder: Path) -> pd.DataFrame:
+    """The release's stored CLIP ViT-B/32 predictions as :class:`schemas.evaluate.EvalPredictions` rows."""
+    rows = []
+    for name, dataset in RELEASE_FILES.items():
+        path = folder / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path} missing: evaluate.release_predictions_dir must hold the release's *_with_predictions.csv files")
+        with open(path, newline="", encoding="utf-8") as f:
+            for rec in csv.DictReader(f):
+                cands, assoc = json.loads(rec["candidates"]), json.loads(rec["associations"])
+                pred = json.loads(rec["clip_vit_32_predictions"])
+                rows.append(
+                    {"model_name": RELEASE_MODEL, "weights_id": "release", "dataset": dataset,
+                     "instance_id": f"release-predictions:{Path(name).stem}:{rec['ID']}", "num_candidates": len(cands),
+                     "status": "ok", "reason": "stored predictions from the WinoGAViL release", "predictions": pred,
+                     "jaccard": jaccard(pred, assoc), "random_jaccard": random_jaccard(len(cands), len(assoc))}  # fmt: skip
+                )
+    return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
+
+
+def bootstrap_ci(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
+    """95 % percentile bootstrap CI of the mean (same units as ``values``)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def aggregate(pred: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
+    """Per model x dataset x cell: counts, mean Jaccard x100, CI, random baseline (Table 4 cells)."""
+    rows = []
+    df = pred.assign(group=pred["num_candidates"].map(candidate_group))
+    for (model, weights, dataset), g in df.groupby(["model_name", "weights_id", "dataset"], sort=False):
+        cells = [("num_candidates", str(n), g[g["num_candidates"] == n]) for n in sorted(g["num_candidates"].unique())]
+        cells += [("group", grp, g[g["group"] == grp]) for grp in ("5&6", "10&12") if (g["group"] == grp).any()]
+        cells.append(("all", "all", g))
+        for breakdown, cell, c in cells:
+            scored = c[c["status"].isin(["ok", "untrained"])]
+            base = scored if len(scored) else c
+            vals = 100 * scored["jaccard"].to_numpy(dtype=float)
+            lo, hi = bootstrap_ci(vals, n_boot, seed)
+            rows.append(
+                {"model_name": model, "weights_id": weights, "dataset": dataset, "breakdown": breakdown, "cell": cell,
+                 "n_instances": len(c), "n_scored": len(scored), "untrained": bool((scored["status"] == "untrained").any()),
+                 "mean_jaccard_percent": float(vals.mean()) if len(vals) else None,
+                 "ci_low_percent": lo if len(vals) else None, "ci_high_percent": hi if len(vals) else None,
+                 "random_percent": 100 * float(base["random_jaccard"].mean())}  # fmt: skip
+            )
+    return pd.DataFrame(rows, columns=list(Evaluation.to_schema().columns))
+
+
+def table4_markdown(ev: pd.DataFrame, humans: dict[tuple[str, str], float]) -> str:
+    """Models x (game 10&12, game 5&6, SWOW 5&6): mean [95 % CI] (scored/total), as Table 4."""
+    head = "| Model | Game 10 & 12 | Game 5 & 6 | SWOW 5 & 6 |\n|---|---|---|---|\n"
+    lines = []
+    groups = ev[ev["breakdown"] == "group"]
+    for (model, weights), g in groups.groupby(["model_name", "weights_id"], sort=False):
+        cells = []
+        for dataset, grp in TABLE4_COLUMNS:
+            r = g[(g["dataset"] == dataset) & (g["cell"] == grp)]
+            if r.empty:
+                cells.append("–")
+            elif pd.isna(r["mean_jaccard_percent"].iloc[0]):
+                cells.append(f"n/a (0/{int(r['n_instances'].iloc[0])})")
+            else:
+                x = r.iloc[0]
+                cells.append(f"{x.mean_jaccard_percent:.1f} [{x.ci_low_percent:.1f}, {x.ci_high_percent:.1f}] ({x.n_scored}/{x.n_instances})")
+        label = f"{model} ({weights})" + (" **untrained**" if g["untrained"].any() else "")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    rnd = []
+    for dataset, grp in TABLE4_COLUMNS:
+        r = groups[(groups["dataset"] == dataset) & (groups["cell"] == grp) & (groups["model_name"] != RELEASE_MODEL)]
+        rnd.append(f"{r['random_percent'].iloc[0]:.1f}" if len(r) else "–")
+    lines.append("| Random chance (same instances) | " + " | ".join(rnd) + " |")
+    lines.append("| Humans (solver mean of these instances) | " + " | ".join(f"{humans[c]:.1f}" if c in humans else "–" for c in TABLE4_COLUMNS) + " |")
+    note = ("\nMean Jaccard x100 over the instances each model could score (scored/total); 95 % percentile "
+            "bootstrap CI over instances. Random chance: exact expected Jaccard of a random K-subset.\n")  # fmt: skip
+    return head + "\n".join(lines) + "\n" + note
+
+
+def plots(ev: pd.DataFrame, models_path: str, candidates_path: str) -> None:
+    """Bar chart per model with CIs (Table 4 columns) and Jaccard by number of candidates (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = ev[(ev["breakdown"] == "group") & ev["mean_jaccard_percent"].notna()]
+    models = list(dict.fromkeys(groups["model_name"]))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / max(1, len(models))
+    for i, m in enumerate(models):
+        xs, ys, err = [], [], [[], []]
+        for j, (dataset, grp) in enumerate(TABLE4_COLUMNS):
+            r = groups[(groups["model_name"] == m) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
+            if len(r):
+                x = r.iloc[0]
+                xs.append(j + i * width)
+                ys.append(x.mean_jaccard_percent)
+                err[0].append(x.mean_jaccard_percent - x.ci_low_percent)
+                err[1].append(x.ci_high_percent - x.mean_jaccard_percent)
+        ax.bar(xs, ys, width, yerr=err, capsize=3, label=m)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(TABLE4_COLUMNS))], ["game 10&12", "game 5&6", "SWOW 5&6"])
+    ax.set_ylabel("Jaccard x100 (95 % CI)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    ax.set_title("Zero-shot models on the benchmark")
+    fig.tight_layout()
+    _save(fig, models_path)
+
+    by_n = ev[(ev["breakdown"] == "num_candidates") & (ev["dataset"] == "game")]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, g in by_n.groupby("model_name", sort=False):
+        g = g[g["mean_jaccard_percent"].notna()].sort_values("cell", key=lambda s: s.astype(int))
+        if len(g):
+            ax.errorbar(g["cell"].astype(int), g["mean_jaccard_percent"], yerr=[g["mean_jaccard_percent"] - g["ci_low_percent"], g["ci_high_percent"] - g["mean_jaccard_percent"]], marker="o", capsize=3, label=m)
+    rnd = by_n.drop_duplicates("cell").sort_values("cell", key=lambda s: s.astype(int))
+    ax.plot(rnd["cell"].astype(int), rnd["random_percent"], "k--", label="random chance")
+    ax.set_xlabel("number of candidates")
+    ax.set_ylabel("Jaccard x100")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    ax.set_title("Game instances: Jaccard by number of candidates")
+    fig.tight_layout()
+    _save(fig, candidates_path)
+    plt.close("all")
+
+
+def _save(fig: Any, path: str) -> None:
+    with atomic_path(path, ".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots."""
+    p = section(params, "evaluate", ("models", "bootstrap", "seed", "release_predictions_dir"))
+    sp = section(params, "score", ("cache_dir", "allow_download", "batch_size", "threads", "loader_workers"))
+    if not isinstance(p["models"], list):
+        raise ParamsError("evaluate.models must be a list of {name, kind, model, pretrained[, weights_path]}")
+    specs = [ModelSpec.from_params(m) for m in p["models"]]
+    if len({s.name for s in specs}) != len(specs):
+        raise ParamsError("evaluate.models: names must be unique")
+    opt = RuntimeOptions.from_params(sp)
+    selection = read_table(SELECTION_PATH, Selection)
+    inst = benchmark_instances(selection)
+    images = accepted_images(read_table(OCR_PATH, Ocr))
+    cache = Cache([SCORE_CACHE_PATH], CACHE_PATH)
+    frames, status = [], {}
+    rand = np.array([random_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float)
+    for spec in specs:
+        try:
+            model, reason = load_model(spec, opt), None
+        except WeightsUnavailable as e:
+            model, reason = None, str(e)
+            print(f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}", file=sys.stderr)
+        scored = score_instances(inst, model, images, cache, reason or "")
+        status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
+        frames.append(
+            pd.DataFrame({"model_name": spec.name, "weights_id": model.weights_id if model else str(spec.pretrained),
+                          "dataset": inst["dataset"].to_numpy(), "instance_id": inst["instance_id"].to_numpy(),
+                          "num_candidates": inst["num_candidates"].to_numpy(), "status": scored["status"].to_numpy(),
+                          "reason": scored["reason"].to_numpy(), "predictions": scored["predictions"].to_numpy(),
+                          "jaccard": scored["jaccard"].to_numpy(), "random_jaccard": rand})  # fmt: skip
+        )
+    release = release_predictions(Path(p["release_predictions_dir"]))
+    pred = write_table(pd.concat([*frames, release], ignore_index=True), PREDICTIONS_PATH, EvalPredictions)
+    cache.save()
+    ev = write_table(aggregate(pred, int(p["bootstrap"]), int(p["seed"])), EVALUATION_PATH, Evaluation)
+    sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
+    humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in sel.groupby(["dataset", "group"])}
+    with atomic_path(TABLE4_PATH, ".md") as tmp:
+        tmp.write_text(table4_markdown(ev, humans))
+    plots(ev, PLOT_MODELS_PATH, PLOT_CANDIDATES_PATH)
+
+    groups = ev[ev["breakdown"] == "group"]
+
+    def cell(model: str, dataset: str, grp: str) -> float | None:
+        r = groups[(groups["model_name"] == model) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
+        return None if r.empty or pd.isna(r["mean_jaccard_percent"].iloc[0]) else round(float(r["mean_jaccard_percent"].iloc[0]), 2)
+
+    release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
+    metrics = {
+        "instances": len(inst),
+        "models": {m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}} for m in [*status, RELEASE_MODEL]},
+        "release_check": {"computed": release_check, "published": RELEASE_EXPECTED, "matches": release_check == RELEASE_EXPECTED},
+        "embeddings_in_cache": len(cache),
+    }
+    print(f"evaluate: embeddings reused {cache.hits}, computed {cache.computed}", file=sys.stderr)
+    write_json(METRICS_PATH, metrics)
+    return metrics
