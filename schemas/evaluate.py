@@ -21,12 +21,13 @@ class EvalPredictions(pa.DataFrameModel):
     reason: Series[str] = pa.Field(nullable=True)
     predictions: Series[object] = list_field("str", nullable=True)
     jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)")
     random_jaccard: Series[float] = pa.Field(ge=0, le=1, description="expected Jaccard of a uniformly random K-subset")
 
     @pa.dataframe_check(error="a Jaccard exactly where a model predicted (ok/untrained)")
     def scored_rows(cls, df: pd.DataFrame) -> pd.Series:
         scored = df["status"].isin(["ok", "untrained"])
-        return scored == df["jaccard"].notna()
+        return (scored == df["jaccard"].notna()) & (scored == df["score_fool_the_ai"].notna())
 
     class Config:
         strict = True

@@ -38,7 +38,7 @@ from stages.ocr_filter import OCR_PATH
 from stages.score_candidates import CACHE_PATH as SCORE_CACHE_PATH
 from stages.score_candidates import accepted_images
 from stages.select_instances import SELECTION_PATH
-from stages.winogavil import candidate_group, jaccard
+from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 PREDICTIONS_PATH = "data/evaluate/predictions.parquet"
 EVALUATION_PATH = "data/evaluate/evaluation.parquet"
@@ -95,7 +95,8 @@ def release_predictions(folder: Path) -> pd.DataFrame:
                     {"model_name": RELEASE_MODEL, "weights_id": "release", "dataset": dataset,
                      "instance_id": f"release-predictions:{Path(name).stem}:{rec['ID']}", "num_candidates": len(cands),
                      "status": "ok", "reason": "stored predictions from the WinoGAViL release", "predictions": pred,
-                     "jaccard": jaccard(pred, assoc), "random_jaccard": random_jaccard(len(cands), len(assoc))}  # fmt: skip
+                     "jaccard": jaccard(pred, assoc), "score_fool_the_ai": fool_the_ai_score(pred, assoc),
+                     "random_jaccard": random_jaccard(len(cands), len(assoc))}  # fmt: skip
                 )
     return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
 
@@ -243,7 +244,8 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
                           "dataset": inst["dataset"].to_numpy(), "instance_id": inst["instance_id"].to_numpy(),
                           "num_candidates": inst["num_candidates"].to_numpy(), "status": scored["status"].to_numpy(),
                           "reason": scored["reason"].to_numpy(), "predictions": scored["predictions"].to_numpy(),
-                          "jaccard": scored["jaccard"].to_numpy(), "random_jaccard": rand})  # fmt: skip
+                          "jaccard": scored["jaccard"].to_numpy(), "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
+                          "random_jaccard": rand})  # fmt: skip
         )
     release = release_predictions(Path(p["release_predictions_dir"]))
     pred = write_table(pd.concat([*frames, release], ignore_index=True), PREDICTIONS_PATH, EvalPredictions)

@@ -33,6 +33,7 @@ def test_bootstrap_ci_brackets_the_mean_and_is_seeded():
 def test_release_predictions_reproduce_the_published_numbers_exactly():
     pred = validate(release_predictions(RELEASE / "test_sets_with_zero_shot_predictions"), EvalPredictions)
     assert len(pred) == 854 + 2714 + 1000
+    assert (pred["score_fool_the_ai"] == 100 - (100 * pred["jaccard"]).astype(int)).all()
     ev = validate(aggregate(pred, n_boot=200, seed=0), Evaluation)
     groups = ev[(ev.breakdown == "group") & (ev.model_name == RELEASE_MODEL)]
     got = {f"{d} {c}": round(float(m), 1) for d, c, m in zip(groups.dataset, groups.cell, groups.mean_jaccard_percent)}
@@ -50,7 +51,7 @@ def test_unscored_models_report_nothing_made_up():
     pred = pd.DataFrame(
         {"model_name": ["m", "m"], "weights_id": ["openai", "openai"], "dataset": ["game", "game"], "instance_id": ["a", "b"],
          "num_candidates": [5, 10], "status": ["no_weights", "no_weights"], "reason": ["x", "x"], "predictions": [None, None],
-         "jaccard": [None, None], "random_jaccard": [0.3, random_jaccard(10, 2)]}  # fmt: skip
+         "jaccard": [None, None], "score_fool_the_ai": [None, None], "random_jaccard": [0.3, random_jaccard(10, 2)]}  # fmt: skip
     )
     ev = validate(aggregate(validate(pred, EvalPredictions), 100, 0), Evaluation)
     assert ev["mean_jaccard_percent"].isna().all() and (ev["n_scored"] == 0).all()
