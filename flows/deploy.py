@@ -1,12 +1,19 @@
-"""A scheduled deployment of :func:`flows.build.build_benchmark`, served from this process.
+"""Prefect deployments of :func:`flows.build.build_benchmark`, served from this process.
 
-Schedule and name come from the ``prefect`` section of params.yaml. Serve it against a local
-Prefect server (README, "Scheduled runs with Prefect")::
+Defined by the ``prefect`` section of params.yaml: each entry of ``prefect.deployments`` names a
+deployment, its cron schedule (or null for on-demand only) and the stages it runs (null = all).
+By default:
 
-    prefect server start --host 127.0.0.1 &          # UI/API on http://127.0.0.1:4200
+- ``nightly-annotations`` (03:00 UTC): import_annotations -> select_instances -> export ->
+  evaluate, i.e. fold in the annotation batches that arrived and rebuild the benchmark;
+- ``full-build`` (on demand): every stage, SWOW ingestion to evaluation.
+
+Serve them against a local Prefect server (README, "Prefect")::
+
+    prefect server start --host 127.0.0.1 &
     export PREFECT_API_URL=http://127.0.0.1:4200/api
-    gavil serve                                      # or: python -m flows.deploy
-    prefect deployment run 'winogavil-build/nightly-build'   # a run now, besides the cron
+    gavil serve                                          # or: python -m flows.deploy
+    prefect deployment run 'winogavil-build/full-build'
 """
 
 from __future__ import annotations
@@ -14,28 +21,44 @@ from __future__ import annotations
 from typing import Any
 
 from flows.build import build_benchmark
-from stages._io import load_params, section
+from stages._io import ParamsError, load_params, section
+from stages.pipeline import BY_NAME
 
 
-def deployment(params_path: str = "params.yaml") -> Any:
-    """The RunnerDeployment with the cron schedule from ``params.yaml: prefect``."""
+def deployments(params_path: str = "params.yaml") -> list[Any]:
+    """The RunnerDeployments described by ``params.yaml: prefect``.
+
+    Raises:
+        ParamsError: an unknown stage name or a malformed entry.
+    """
     from prefect.schedules import Cron
 
-    p = section(load_params(params_path), "prefect", ("deployment", "cron", "timezone"))
-    return build_benchmark.to_deployment(
-        name=p["deployment"],
-        schedules=[Cron(p["cron"], timezone=p["timezone"])],
-        parameters={"params_path": params_path},
-        description="Rebuild the WinoGAViL-style benchmark from params.yaml (all stages).",
-        tags=["winogavil"],
-    )
+    p = section(load_params(params_path), "prefect", ("deployments", "timezone"))
+    out = []
+    for name, spec in p["deployments"].items():
+        if not isinstance(spec, dict) or "cron" not in spec or "stages" not in spec:
+            raise ParamsError(f"prefect.deployments.{name}: needs 'cron' (or null) and 'stages' (or null)")
+        stages = spec["stages"]
+        for s in stages or []:
+            if s not in BY_NAME:
+                raise ParamsError(f"prefect.deployments.{name}: unknown stage {s!r}")
+        out.append(
+            build_benchmark.to_deployment(
+                name=name,
+                schedules=[Cron(spec["cron"], timezone=p["timezone"])] if spec["cron"] else None,
+                parameters={"params_path": params_path, "only": stages},
+                description=f"Stages: {', '.join(stages) if stages else 'all'}.",
+                tags=["winogavil"],
+            )
+        )
+    return out
 
 
 def main(params_path: str = "params.yaml") -> None:
-    """Serve the deployment until interrupted (needs a Prefect API: PREFECT_API_URL)."""
+    """Serve every deployment until interrupted (needs a Prefect API: PREFECT_API_URL)."""
     from prefect import serve
 
-    serve(deployment(params_path))
+    serve(*deployments(params_path))
 
 
 if __name__ == "__main__":

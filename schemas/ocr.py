@@ -27,3 +27,21 @@ class Ocr(pa.DataFrameModel):
     class Config:
         strict = True
         coerce = True
+
+
+class OcrCache(pa.DataFrameModel):
+    """Raw OCR detections per (image sha256, canvas size, engine): decisions are recomputed from
+    them, so a rule change or a crawl of new concepts only OCRs images never seen before."""
+
+    sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
+    canvas_size: Series[int] = pa.Field(gt=0, description="pixels, long side")
+    engine: Series[str] = pa.Field(description="e.g. easyocr-1.7.2-en")
+    detections: Series[str] = pa.Field(description='JSON list of [text, confidence] in reading order')
+
+    @pa.dataframe_check(error="one row per (sha256, canvas_size, engine)")
+    def unique_keys(cls, df: pd.DataFrame) -> bool:
+        return not df.duplicated(["sha256", "canvas_size", "engine"]).any()
+
+    class Config:
+        strict = True
+        coerce = True

@@ -82,6 +82,12 @@ def read_table(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame
     return validate(df, model)
 
 
+def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write a small CSV atomically (plot data for `dvc plots`)."""
+    with atomic_path(path, ".csv") as tmp:
+        df.to_csv(tmp, index=False, lineterminator="\n")
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write JSON atomically (sorted keys, 2-space indent, trailing newline; NaN -> null)."""
     with atomic_path(path, ".json") as tmp:

@@ -85,6 +85,38 @@ class RuntimeOptions:
         return RuntimeOptions(p.get("cache_dir"), bool(p["allow_download"]), int(p["batch_size"]), int(p["threads"]), int(p.get("loader_workers", 0)))
 
 
+def limit_malloc_arenas(max_arenas: int = 2) -> bool:
+    """Cap glibc malloc arenas (like ``MALLOC_ARENA_MAX``, which only works before start-up).
+
+    Decoding on threads while the main thread frees the tensors fragments one arena per thread;
+    on 10,000 images that roughly doubled peak RSS. No-op (False) where glibc is absent.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(-8, max_arenas))  # M_ARENA_MAX = -8
+    except (OSError, AttributeError):
+        return False
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc ``malloc_trim``); no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
 def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int = 2):  # noqa: ANN201
     """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks ahead on
     ``workers`` threads (0 = inline), so image decoding overlaps the model's forward pass.
@@ -207,6 +239,8 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         raise WeightsUnavailable(f"loading {model_name}/{tag} failed: {e}. " + how_to_provide(model_name, tag)) from e
     model.eval()
     tokenizer = open_clip.get_tokenizer(model_name)
+    if opt.loader_workers > 0:
+        limit_malloc_arenas()
 
     def load_batch(chunk: Sequence[str]):  # noqa: ANN202
         from PIL import Image
@@ -223,8 +257,11 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         out = []
         chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
         with torch.inference_mode():
-            for batch in prefetched(chunks, load_batch, opt.loader_workers):
+            for i, batch in enumerate(prefetched(chunks, load_batch, opt.loader_workers)):
                 out.append(torch.nn.functional.normalize(model.encode_image(batch).float(), dim=-1).numpy())
+                del batch
+                if i % 50 == 49:
+                    release_free_memory()
         return np.concatenate(out).astype(np.float32)
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:

@@ -23,7 +23,10 @@ score), or ``no_image`` (its crawl status as the reason).
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +37,13 @@ from PIL import Image
 from rapidfuzz import fuzz
 
 from schemas.crawl import Images
-from schemas.ocr import Ocr
-from stages._io import read_table, section, write_json, write_table
+from schemas.ocr import Ocr, OcrCache
+from stages._io import read_table, section, write_csv, write_json, write_table
 from stages.crawl_images import IMAGES_PATH
 
 OCR_PATH = "data/ocr/ocr.parquet"
+CACHE_PATH = "data/cache/ocr_detections.parquet"
+PLOT_FATES = "data/plots/ocr_fates.csv"
 METRICS_PATH = "data/metrics/ocr_filter.json"
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -126,16 +131,29 @@ def make_reader(gpu: bool = False) -> Callable[[np.ndarray, int], list[Detection
 
 
 def ocr_filter(
-    images: pd.DataFrame, read: Callable[[np.ndarray, int], list[Detection]], rule: MatchRule, canvas_size: int
+    images: pd.DataFrame,
+    read: Callable[[np.ndarray, int], list[Detection]],
+    rule: MatchRule,
+    canvas_size: int,
+    cache: dict[tuple[str, int], list[Detection]] | None = None,
 ) -> pd.DataFrame:
-    """Images table (:class:`schemas.crawl.Images`) -> one :class:`schemas.ocr.Ocr` row per concept."""
+    """Images table (:class:`schemas.crawl.Images`) -> one :class:`schemas.ocr.Ocr` row per concept.
+
+    Args:
+        read: OCR function (called only for images missing from ``cache``).
+        cache: (sha256, canvas_size) -> detections; consulted first and extended in place.
+    """
+    cache = {} if cache is None else cache
     rows = []
     for rec in images.itertuples(index=False):
         base = {"concept": rec.concept, "sha256": rec.sha256, "path": rec.path}
         if rec.status != "ok":
             rows.append({**base, "status": "no_image", "reason": f"crawl status {rec.status}: {rec.reason}"})
             continue
-        dets = read(load_for_ocr(rec.path, canvas_size), canvas_size)
+        key = (rec.sha256, canvas_size)
+        if key not in cache:
+            cache[key] = read(load_for_ocr(rec.path, canvas_size), canvas_size)
+        dets = cache[key]
         d = match_text(rec.concept, dets, rule)
         row = {
             **base,
@@ -152,15 +170,48 @@ def ocr_filter(
     return pd.DataFrame(rows, columns=list(Ocr.to_schema().columns))
 
 
+def load_cache(path: str, engine: str) -> tuple[dict[tuple[str, int], list[Detection]], pd.DataFrame]:
+    """(detections of ``engine`` by (sha256, canvas), all cached rows) from ``path`` (empty if absent)."""
+    from pathlib import Path
+
+    if not Path(path).exists():
+        return {}, pd.DataFrame(columns=list(OcrCache.to_schema().columns))
+    rows = read_table(path, OcrCache)
+    mine = rows[rows["engine"] == engine]
+    cache = {(s, int(c)): [(t, float(x)) for t, x in json.loads(d)] for s, c, d in zip(mine["sha256"], mine["canvas_size"], mine["detections"])}
+    return cache, rows[rows["engine"] != engine]
+
+
+def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detection]], others: pd.DataFrame) -> None:
+    """Write the cache atomically: other engines' rows plus this engine's, sorted for stable bytes."""
+    mine = pd.DataFrame(
+        [{"sha256": s, "canvas_size": c, "engine": engine, "detections": json.dumps([[t, x] for t, x in d])} for (s, c), d in sorted(cache.items())],
+        columns=list(OcrCache.to_schema().columns),
+    )
+    write_table(pd.concat([others, mine], ignore_index=True), path, OcrCache)
+
+
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    """Stage entry point: images -> ocr decisions."""
+    """Stage entry point: images -> ocr decisions (+ detection cache)."""
     p = section(params, "ocr", ("match_threshold", "min_confidence", "min_word_len", "canvas_size", "gpu"))
     rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
     images = read_table(IMAGES_PATH, Images)
-    needs_reader = bool((images["status"] == "ok").any())
-    read = make_reader(bool(p["gpu"])) if needs_reader else (lambda im, c: [])
-    df = ocr_filter(images, read, rule, int(p["canvas_size"]))
+    engine = f"easyocr-{importlib.metadata.version('easyocr')}-en"
+    cache, old = load_cache(CACHE_PATH, engine)
+    reader: list[Callable[[np.ndarray, int], list[Detection]]] = []
+
+    def read(image: np.ndarray, canvas: int) -> list[Detection]:
+        if not reader:  # EasyOCR loads (~3 s) only when some image is not cached
+            reader.append(make_reader(bool(p["gpu"])))
+        return reader[0](image, canvas)
+
+    before = len(cache)
+    df = ocr_filter(images, read, rule, int(p["canvas_size"]), cache)
     write_table(df, OCR_PATH, Ocr)
+    save_cache(CACHE_PATH, engine, cache, old)
+    fate = df["status"].where(df["status"] != "no_image", "no_image: " + df["reason"].str.extract(r"crawl status (\w+)")[0].fillna("?"))
+    write_csv(fate.value_counts().rename_axis("fate").rename("concepts").reset_index().sort_values("fate"), PLOT_FATES)
+    print(f"ocr_filter: {len(cache) - before} image(s) OCRed, {int((df['status'] != 'no_image').sum()) - (len(cache) - before)} from the cache", file=sys.stderr)
     metrics = {"images": int((df["status"] != "no_image").sum()), "by_status": df["status"].value_counts().sort_index().to_dict()}
     write_json(METRICS_PATH, metrics)
     return metrics

@@ -24,7 +24,7 @@ import pandas as pd
 
 from schemas.annotations import Instances, Solves
 from schemas.selection import AnnotatorStats, Selection, Table1
-from stages._io import ParamsError, atomic_path, read_table, section, write_json, write_table
+from stages._io import ParamsError, atomic_path, read_table, section, write_csv, write_json, write_table
 from stages.import_annotations import INSTANCES_PATH, SOLVES_PATH
 from stages.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
 
@@ -32,6 +32,8 @@ SELECTION_PATH = "data/selection/selection.parquet"
 TABLE1_PATH = "data/selection/table1.parquet"
 TABLE1_MD_PATH = "data/selection/table1.md"
 ANNOTATOR_STATS_PATH = "data/selection/annotator_stats.parquet"
+PLOT_SOLVER_JACCARD = "data/plots/solver_jaccard.csv"
+PLOT_FOOL_THE_AI = "data/plots/fool_the_ai.csv"
 METRICS_PATH = "data/metrics/select_instances.json"
 
 
@@ -174,6 +176,17 @@ def table1(selection: pd.DataFrame, min_solver_jaccard: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(Table1.to_schema().columns))
 
 
+def distributions(selection: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Plot data: instances per solver-mean value (by dataset) and per fool-the-AI value (by group)."""
+    sj = selection.dropna(subset=["solvers_jaccard_mean"])
+    solver = (sj.assign(series=sj["dataset"] + " " + sj["status"], solvers_jaccard_mean=sj["solvers_jaccard_mean"].round(2).astype(str))
+              .groupby(["series", "solvers_jaccard_mean"]).size().rename("instances").reset_index())  # fmt: skip
+    fa = selection.dropna(subset=["score_fool_the_ai"])
+    fool = (fa.assign(series=fa["dataset"] + " " + fa["num_candidates"].map(candidate_group), score_fool_the_ai=fa["score_fool_the_ai"].astype(int).astype(str))
+            .groupby(["series", "score_fool_the_ai"]).size().rename("instances").reset_index())  # fmt: skip
+    return solver, fool
+
+
 def table1_markdown(t: pd.DataFrame) -> str:
     """Table 1 as Markdown, one column per (dataset, group), rows as in the paper."""
     thr = int(round(100 * float(t["min_solver_jaccard"].iloc[0]))) if len(t) else 80
@@ -203,6 +216,9 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     t1 = write_table(table1(sel, thr), TABLE1_PATH, Table1)
     with atomic_path(TABLE1_MD_PATH, ".md") as tmp:
         tmp.write_text(table1_markdown(t1))
+    plot_solver, plot_fool = distributions(sel)
+    write_csv(plot_solver, PLOT_SOLVER_JACCARD)
+    write_csv(plot_fool, PLOT_FOOL_THE_AI)
     metrics = {
         "min_solver_jaccard": thr,
         "by_dataset_status": {f"{d}/{s}": int(n) for (d, s), n in sel.groupby(["dataset", "status"]).size().items()},

@@ -64,3 +64,30 @@ def test_easyocr_brary_image_is_rejected_for_library(tmp_path, ocr_reader):
     images = pd.DataFrame({"concept": ["library"], "status": ["ok"], "reason": [None], "sha256": ["d" * 64], "path": [render("brary", tmp_path / "b.png")]})
     out = ocr_filter(images, ocr_reader, RULE, canvas_size=640)
     assert out.loc[0, "status"] == "rejected_text" and "brary" in out.loc[0, "reason"]
+
+
+def test_detections_are_cached_by_image_and_canvas(tmp_path):
+    from stages.ocr_filter import load_cache, save_cache
+
+    images = pd.DataFrame({"concept": ["library", "cat"], "status": ["ok", "ok"], "reason": [None, None],
+                           "sha256": ["a" * 64, "b" * 64], "path": [render("LIBRARY", tmp_path / "l.png"), str(IMAGES / "cat.png")]})  # fmt: skip
+    calls = []
+
+    def fake_read(image, canvas):
+        calls.append(image.shape)
+        return [("LIBRARY", 0.99)] if len(calls) == 1 else []
+
+    cache: dict = {}
+    first = ocr_filter(images, fake_read, RULE, 320, cache)
+    assert len(calls) == 2 and max(calls[0][:2]) <= 320  # downscaled to the canvas before OCR
+    assert first.set_index("concept").loc["library", "status"] == "rejected_text"
+    path = str(tmp_path / "cache.parquet")
+    save_cache(path, "engine-x", cache, load_cache(path, "engine-x")[1])
+    cache2, _ = load_cache(path, "engine-x")
+    strict = MatchRule(match_threshold=101, min_confidence=0.3, min_word_len=4)  # a rule change: no re-OCR
+    second = ocr_filter(images, lambda im, c: pytest.fail("should come from the cache"), strict, 320, cache2)
+    assert second.set_index("concept").loc["library", "status"] == "accepted"
+    assert load_cache(path, "engine-y")[0] == {}  # another OCR engine does not reuse these
+    calls.clear()
+    ocr_filter(images, fake_read, RULE, 640, cache2)  # another canvas size is another reading
+    assert len(calls) == 2

@@ -70,6 +70,8 @@ def test_dvc_repro_end_to_end(project):
     text = ev["models"]["text-minilm-l6"]  # the offline text-only baseline scores every instance
     assert text["status"] == "ok" and 0 < text["game 5&6"] < text["swow_baseline 5&6"] <= 100
     assert (d / "data/plots/evaluation_by_model.png").read_bytes()[:4] == b"\x89PNG"
+    assert "accepted,9" in (d / "data/plots/ocr_fates.csv").read_text()
+    assert "game selected,1.0,3387" in (d / "data/plots/solver_jaccard.csv").read_text()
     assert "| text-minilm-l6" in (d / "data/evaluate/table4.md").read_text()
     assert "score.weights_path" in metrics["score_candidates"]["message"]
     assert metrics["build_instances"]["candidate_sets_skipped_sizes"] == [12]  # pool of 9
@@ -115,7 +117,7 @@ def test_query_sees_every_stage_table(project):
     names = set(table_files(d))
     assert {"concepts", "edges", "concept_filter", "images", "ocr", "candidate_sets", "swow_instances", "scores",
             "instances", "solves", "annotation_rejects", "selection", "table1", "annotator_stats", "benchmark",
-            "embeddings", "eval_embeddings", "predictions", "evaluation"} == names  # fmt: skip
+            "embeddings", "eval_embeddings", "ocr_detections", "predictions", "evaluation"} == names  # fmt: skip
     con = connect(d)
     assert con.execute("select count(*) from benchmark").fetchone()[0] == 3563
     row = con.execute("select list_contains(candidates, 'eagle'), len(associations) from benchmark where ID = 0").fetchone()
@@ -143,11 +145,12 @@ def test_prefect_flow_runs_the_same_stages(project, monkeypatch):
     assert "up to date" in status.stdout, status.stdout
 
 
-def test_deployment_has_a_cron_schedule():
-    from flows.deploy import deployment
+def test_deployments_from_params():
+    from flows.deploy import deployments
 
-    dep = deployment(str(ROOT / "params.yaml"))
-    assert dep.name == "nightly-build"
-    crons = [s.schedule.cron for s in dep.schedules]
-    assert crons == [yaml.safe_load((ROOT / "params.yaml").read_text())["prefect"]["cron"]]
-    assert dep.schedules[0].schedule.timezone == "UTC"
+    deps = {d.name: d for d in deployments(str(ROOT / "params.yaml"))}
+    assert set(deps) == {"nightly-annotations", "full-build"}
+    nightly = deps["nightly-annotations"]
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 3 * * *"] and nightly.schedules[0].schedule.timezone == "UTC"
+    assert nightly.parameters["only"] == ["import_annotations", "select_instances", "export", "evaluate"]
+    assert not deps["full-build"].schedules and deps["full-build"].parameters["only"] is None
