@@ -3,31 +3,85 @@
 Each task calls :func:`stages.pipeline.run_stage`, the same function ``dvc repro`` runs through
 ``gavil stage``; dependencies come from the registry (a stage waits for the stages whose
 outputs it reads), so independent branches (images vs. annotations) run concurrently.
-Run it from the project root: ``gavil flow`` or ``python -m flows.build``.
+
+DVC is the single source of truth for what is up to date. In a DVC repository each task first
+asks DVC (``dvc status`` of its stage): an up-to-date stage is skipped and its recorded metrics
+returned; a stage that runs is then recorded with ``dvc commit`` (dvc.lock), so after any flow
+run ``dvc status`` agrees and ``dvc repro`` has nothing left to do. Outside a DVC repository
+every stage simply runs. Run it from the project root: ``gavil flow`` or ``python -m flows.build``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from stages.pipeline import STAGES, run_stage, upstream
+from stages.pipeline import BY_NAME, STAGES, run_stage, upstream
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+_dvc_lock = threading.Lock()  # DVC's repo lock is per process call; serialise our calls
+
+
+def _dvc_repo() -> Any | None:
+    if not Path("dvc.yaml").exists() or not Path(".dvc").is_dir():
+        return None
+    from dvc.repo import Repo
+
+    return Repo(".")
+
+
+def dvc_up_to_date(name: str) -> bool:
+    """Whether DVC considers stage ``name`` (and its dependencies' outputs) up to date."""
+    with _dvc_lock:
+        repo = _dvc_repo()
+        if repo is None:
+            return False
+        with repo:
+            return not repo.status(targets=[name])
+
+
+def dvc_record(name: str) -> bool:
+    """Record the outputs stage ``name`` just wrote in dvc.lock (``dvc commit --force``)."""
+    with _dvc_lock:
+        repo = _dvc_repo()
+        if repo is None:
+            return False
+        with repo:
+            repo.commit(name, force=True)
+        return True
 
 
 @task(name="stage", task_run_name="{name}", cache_policy=NO_CACHE)
-def stage_task(name: str, params_path: str = "params.yaml") -> dict[str, Any]:
-    """One pipeline stage as a Prefect task; returns the stage's metrics dict."""
-    return run_stage(name, params_path)
+def stage_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
+    """One pipeline stage as a Prefect task; returns the stage's metrics dict.
+
+    With ``use_dvc`` (and a DVC repository), skips the stage when DVC says it is up to date and
+    records it in dvc.lock after it runs. A ``"skipped"`` key says which happened.
+    """
+    logger = get_run_logger()
+    if use_dvc and params_path == "params.yaml" and dvc_up_to_date(name):
+        logger.info("%s is up to date in DVC: skipped", name)
+        return {**json.loads(Path(BY_NAME[name].metrics).read_text()), "skipped": True}
+    metrics = run_stage(name, params_path)
+    if use_dvc and params_path == "params.yaml" and dvc_record(name):
+        logger.info("%s recorded in dvc.lock", name)
+    return {**metrics, "skipped": False}
 
 
 @flow(name="winogavil-build", log_prints=True)
-def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = None) -> dict[str, dict[str, Any]]:
+def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True) -> dict[str, dict[str, Any]]:
     """Run the stages (all, or ``only`` those named) in DAG order; returns {stage: metrics}.
+
+    Args:
+        use_dvc: consult and update DVC (see module docstring); only with the default params.yaml,
+            which is the file dvc.yaml reads.
 
     Raises:
         KeyError: for a name in ``only`` that is not a stage.
@@ -41,7 +95,7 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
         if only and spec.name not in only:
             continue
         wait = [futures[u] for u in upstream(spec) if u in futures]
-        futures[spec.name] = stage_task.submit(spec.name, params_path, wait_for=wait)
+        futures[spec.name] = stage_task.submit(spec.name, params_path, use_dvc, wait_for=wait)
     return {name: f.result() for name, f in futures.items()}
 
 

@@ -130,19 +130,37 @@ def test_query_sees_every_stage_table(project):
 
 @pytest.mark.slow
 def test_prefect_flow_runs_the_same_stages(project, monkeypatch):
-    """The flow rewrites every output with the same code: DVC then sees nothing changed."""
+    """The flow runs the same stage functions; DVC decides what is up to date and records what ran."""
     from prefect.testing.utilities import prefect_test_harness
 
     from flows.build import build_benchmark
 
     d, _ = project
     monkeypatch.chdir(d)
-    with prefect_test_harness(server_startup_timeout=120):
-        result = build_benchmark(params_path="params.yaml")
-    assert list(result) == [s.name for s in STAGES]
-    assert result["export"]["instances"] == 3563 and result["score_candidates"]["by_status"] == {"no_weights": 2}
-    status = _run([sys.executable, "-m", "dvc", "status"], d)
-    assert "up to date" in status.stdout, status.stdout
+    params_file = d / "params.yaml"
+    original = params_file.read_text()
+    try:
+        with prefect_test_harness(server_startup_timeout=120):
+            # 1. without DVC: every stage runs, and writes exactly what dvc repro wrote
+            result = build_benchmark(use_dvc=False)
+            assert list(result) == [s.name for s in STAGES] and not any(m["skipped"] for m in result.values())
+            assert result["export"]["instances"] == 3563 and result["score_candidates"]["by_status"] == {"no_weights": 2}
+            assert "up to date" in _run([sys.executable, "-m", "dvc", "status"], d).stdout
+            # 2. with DVC: nothing changed, so every stage is skipped
+            result = build_benchmark()
+            assert all(m["skipped"] for m in result.values())
+            # 3. a threshold change: the flow re-runs what depends on it and records it in dvc.lock
+            params = yaml.safe_load(original)
+            params["select"]["min_solver_jaccard"] = 0.9
+            params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+            result = build_benchmark(only=["import_annotations", "select_instances", "export"])
+            assert [n for n, m in result.items() if not m["skipped"]] == ["select_instances", "export"]
+            assert result["export"]["instances"] == 3387
+        status = _run([sys.executable, "-m", "dvc", "status", "select_instances", "export"], d)
+        assert "up to date" in status.stdout, status.stdout
+    finally:
+        params_file.write_text(original)
+        assert _run([sys.executable, "-m", "dvc", "repro"], d).returncode == 0
 
 
 def test_deployments_from_params():
