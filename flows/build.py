@@ -22,7 +22,8 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from stages.pipeline import BY_NAME, STAGES, run_stage, upstream
+from stages._io import load_params
+from stages.pipeline import BY_NAME, STAGES, StageSpec, run_stage, upstream
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -75,6 +76,16 @@ def stage_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True
     return {**metrics, "skipped": False}
 
 
+def task_options(spec: StageSpec, params_path: str) -> dict[str, Any]:
+    """Prefect options for a stage from ``params.yaml: prefect``: a timeout for every stage, and
+    retries with a delay for stages that touch the network (crawl, weight downloads)."""
+    p = load_params(params_path).get("prefect", {})
+    opts: dict[str, Any] = {"timeout_seconds": p.get("task_timeout_s")}
+    if spec.network:
+        opts |= {"retries": int(p.get("network_retries", 0)), "retry_delay_seconds": p.get("retry_delay_s", 0)}
+    return opts
+
+
 @flow(name="winogavil-build", log_prints=True)
 def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True) -> dict[str, dict[str, Any]]:
     """Run the stages (all, or ``only`` those named) in DAG order; returns {stage: metrics}.
@@ -95,7 +106,8 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
         if only and spec.name not in only:
             continue
         wait = [futures[u] for u in upstream(spec) if u in futures]
-        futures[spec.name] = stage_task.submit(spec.name, params_path, use_dvc, wait_for=wait)
+        task_fn = stage_task.with_options(**task_options(spec, params_path))
+        futures[spec.name] = task_fn.submit(spec.name, params_path, use_dvc, wait_for=wait)
     return {name: f.result() for name, f in futures.items()}
 
 

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from stages._io import ParamsError
+from stages._progress import progress
 
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -257,7 +258,8 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         out = []
         chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
         with torch.inference_mode():
-            for i, batch in enumerate(prefetched(chunks, load_batch, opt.loader_workers)):
+            batches = prefetched(chunks, load_batch, opt.loader_workers)
+            for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=20)):
                 out.append(torch.nn.functional.normalize(model.encode_image(batch).float(), dim=-1).numpy())
                 del batch
                 if i % 50 == 49:

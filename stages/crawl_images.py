@@ -37,7 +37,15 @@ from PIL import Image
 
 from schemas.crawl import Images
 from schemas.profanity import ConceptFilter
-from stages._io import ParamsError, atomic_path, read_table, section, write_json, write_table
+from stages._io import (
+    ParamsError,
+    atomic_path,
+    read_table,
+    section,
+    write_json,
+    write_table,
+)
+from stages._progress import progress
 from stages.filter_profanity import FILTER_PATH
 
 IMAGES_PATH = "data/crawl/images.parquet"
@@ -346,7 +354,8 @@ def fetch_bing(
                     yield task
 
     out: dict[str, list[Candidate]] = {}
-    for c in concepts:
+    concepts = list(concepts)
+    for c in progress(concepts, "crawl_images (bing)"):
         records: dict[str, str | None] = {}
         capture = _ErrorCapture()
         crawler = BingImageCrawler(

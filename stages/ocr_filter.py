@@ -39,6 +39,7 @@ from rapidfuzz import fuzz
 from schemas.crawl import Images
 from schemas.ocr import Ocr, OcrCache
 from stages._io import read_table, section, write_csv, write_json, write_table
+from stages._progress import progress
 from stages.crawl_images import IMAGES_PATH
 
 OCR_PATH = "data/ocr/ocr.parquet"
@@ -145,7 +146,7 @@ def ocr_filter(
     """
     cache = {} if cache is None else cache
     rows = []
-    for rec in images.itertuples(index=False):
+    for rec in progress(images.itertuples(index=False), "ocr_filter", total=len(images), min_total=200):
         base = {"concept": rec.concept, "sha256": rec.sha256, "path": rec.path}
         if rec.status != "ok":
             rows.append({**base, "status": "no_image", "reason": f"crawl status {rec.status}: {rec.reason}"})

@@ -44,6 +44,7 @@ class StageSpec:
     code: tuple[str, ...] = field(default=())  # extra source files besides stages/<name>.py
     persist: tuple[str, ...] = field(default=())  # outputs kept across runs (caches), not DVC-cached
     plots: tuple[str | tuple[str, dict[str, str]], ...] = field(default=())  # `dvc plots show`: path or (path, x/y/template)
+    network: bool = False  # may fetch over the network (web crawl, model weights): retried by the flow
 
     @property
     def deps(self) -> list[str]:
@@ -55,7 +56,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
     StageSpec(
         "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
-        (ci.IMAGES_PATH, ci.STORE_DIR), ci.METRICS_PATH, ("schemas/crawl.py",),
+        (ci.IMAGES_PATH, ci.STORE_DIR), ci.METRICS_PATH, ("schemas/crawl.py",), network=True,
     ),  # fmt: skip
     StageSpec(
         "ocr_filter", ("ocr",), (ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
@@ -68,7 +69,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),  # fmt: skip
     StageSpec(
         "score_candidates", ("score",), (bi.SWOW_INSTANCES_PATH, oc.OCR_PATH, ci.STORE_DIR), (sc.SCORES_PATH,), sc.METRICS_PATH,
-        _MODEL_CODE + ("schemas/scores.py",), persist=(sc.CACHE_PATH,),
+        _MODEL_CODE + ("schemas/scores.py",), persist=(sc.CACHE_PATH,), network=True,
     ),  # fmt: skip
     StageSpec(
         "import_annotations", ("annotations", "profanity"), ("${annotations.release_dir}", "${annotations.raw_dir}"),
@@ -91,7 +92,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "evaluate", ("evaluate", "score"), (si.SELECTION_PATH, oc.OCR_PATH, ci.STORE_DIR, sc.CACHE_PATH, "${evaluate.release_predictions_dir}"),
         (ev.PREDICTIONS_PATH, ev.EVALUATION_PATH, ev.TABLE4_PATH), ev.METRICS_PATH, _MODEL_CODE + ("schemas/evaluate.py",),
-        persist=(ev.CACHE_PATH,), plots=(ev.PLOT_MODELS_PATH, ev.PLOT_CANDIDATES_PATH),
+        persist=(ev.CACHE_PATH,), plots=(ev.PLOT_MODELS_PATH, ev.PLOT_CANDIDATES_PATH), network=True,
     ),  # fmt: skip
 )
 BY_NAME = {s.name: s for s in STAGES}

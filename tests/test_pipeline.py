@@ -163,6 +163,15 @@ def test_prefect_flow_runs_the_same_stages(project, monkeypatch):
         assert _run([sys.executable, "-m", "dvc", "repro"], d).returncode == 0
 
 
+def test_network_stages_are_retried_and_every_stage_has_a_timeout():
+    from flows.build import task_options
+
+    opts = {s.name: task_options(s, str(ROOT / "params.yaml")) for s in STAGES}
+    assert opts["crawl_images"]["retries"] == 2 and opts["crawl_images"]["retry_delay_seconds"] == 30
+    assert "retries" not in opts["select_instances"]
+    assert all(o["timeout_seconds"] == 21600 for o in opts.values())
+
+
 def test_deployments_from_params():
     from flows.deploy import deployments
 
