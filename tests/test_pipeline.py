@@ -181,3 +181,55 @@ def test_deployments_from_params():
     assert [s.schedule.cron for s in nightly.schedules] == ["0 3 * * *"] and nightly.schedules[0].schedule.timezone == "UTC"
     assert nightly.parameters["only"] == ["import_annotations", "select_instances", "export", "evaluate"]
     assert not deps["full-build"].schedules and deps["full-build"].parameters["only"] is None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_served_deployment_runs_to_completed_on_a_local_prefect_server(project, tmp_path):
+    """`prefect server start` + `python -m flows.deploy` (serve) + a deployment run, all on 127.0.0.1."""
+    import time
+    import urllib.request
+
+    d, _ = project
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "DVC_NO_ANALYTICS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
+    prefect = str(Path(sys.executable).parent / "prefect")
+    procs = []
+    try:
+        procs.append(subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=d,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2).read() == b"true":
+                    break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("Prefect server did not become healthy in 120 s")
+        procs.append(subprocess.Popen([sys.executable, "-m", "flows.deploy"], env=env, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            ls = subprocess.run([prefect, "deployment", "ls"], env=env, cwd=d, capture_output=True, text=True)
+            if "nightly" in ls.stdout:
+                break
+            time.sleep(2)
+        run = subprocess.run([prefect, "deployment", "run", "winogavil-build/nightly-annotations", "--watch", "--watch-timeout", "300"],
+                             env=env, cwd=d, capture_output=True, text=True, timeout=400)  # fmt: skip
+        assert run.returncode == 0 and "Completed" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
