@@ -162,6 +162,14 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
     assert not loaded.untrained and loaded.weights_id.startswith("file:")
     assert np.allclose(loaded.embed_images(imgs), e1, atol=1e-5)
 
+    from safetensors.torch import save_file
+
+    st_path = tmp_path / "rn50-test.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(st_path))
+    from_st = load_model(ModelSpec("s", "open_clip", "RN50", None, str(st_path)), P)
+    assert from_st.weights_id != loaded.weights_id  # keyed by the file's own sha256
+    assert np.allclose(from_st.embed_images(imgs[:1]), e1[:1], atol=1e-5)
+
 
 @pytest.mark.slow
 def test_text_only_baseline_runs_offline():
@@ -170,3 +178,25 @@ def test_text_only_baseline_runs_offline():
     inst = pd.DataFrame({"instance_id": ["i"], "cue": ["Astronaut"], "candidates": [["rocket", "cat", "banana", "sofa", "moon"]], "associations": [["rocket", "moon"]]})
     out = score_instances(inst, m, {}, Cache([], None))
     assert out.loc[0, "status"] == "ok" and set(out.loc[0, "predictions"]) == {"rocket", "moon"}
+
+
+def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, monkeypatch):
+    from schemas.instances import SwowInstances
+    from schemas.ocr import Ocr
+    from stages import score_candidates
+    from stages._io import write_table
+
+    write_table(pd.DataFrame({"instance_id": ["swow:space"], "cue": ["space"], "status": ["ok"], "reason": [None],
+                              "associations": [["rocket", "moon"]], "candidates": [["rocket", "cat", "moon", "coffee", "brick"]],
+                              "num_associations": [2], "num_candidates": [5], "associations_mean_weight": [None]}),
+                score_candidates.SWOW_INSTANCES_PATH, SwowInstances)  # fmt: skip
+    write_table(pd.DataFrame({"concept": ["rocket"], "sha256": ["a" * 64], "path": ["x.png"], "status": ["accepted"], "reason": [None],
+                              "ocr_text": [""], "ocr_confidence": [None], "match_token": [None], "match_score": [None]}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
+    params = {"score": {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": str(in_tmp / "empty-cache"),
+                        "allow_download": False, "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0}}  # fmt: skip
+    with pytest.raises(WeightsUnavailable, match="weights_path"):
+        score_candidates.run(params)
+    assert not (in_tmp / score_candidates.SCORES_PATH).exists()  # nothing half-written
+    params["score"]["require_weights"] = False
+    metrics = score_candidates.run(params)
+    assert metrics["by_status"] == {"no_weights": 1} and "weights_path" in metrics["message"]
