@@ -20,10 +20,12 @@ with the reason.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -286,15 +288,39 @@ def _collect(urls: list[str], records: dict[str, str | None], errors: dict[str, 
     return out
 
 
-def _check_url(url: str) -> str | None:
-    scheme = urlparse(url).scheme.lower()
-    return None if scheme in ("http", "https") else f"URL scheme '{scheme}' refused (http/https only)"
+def _check_url(url: str, allow_private: bool = False) -> str | None:
+    """Why ``url`` may not be fetched, or None.
+
+    Only http/https. Unless ``allow_private``, hosts that are or resolve to loopback, private,
+    link-local, multicast, reserved or unspecified addresses are refused (a URL map from
+    elsewhere must not make the crawler probe the local network). Unresolvable hosts pass here
+    and fail as downloads.
+    """
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    if scheme not in ("http", "https"):
+        return f"URL scheme '{scheme}' refused (http/https only)"
+    if allow_private:
+        return None
+    host = parsed.hostname or ""
+    try:
+        addrs = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (socket.gaierror, UnicodeError, ValueError):
+        return None
+    for a in addrs:
+        ip = ipaddress.ip_address(a.split("%")[0])
+        if ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
+            return f"host {host} resolves to non-public address {ip}: refused (set crawl.allow_private_hosts to allow)"
+    return None
 
 
 def fetch_urllist(
-    concepts: Iterable[str], url_map: dict[str, str], tmp: Path, threads: int, timeout_s: float
+    concepts: Iterable[str], url_map: dict[str, str], tmp: Path, threads: int, timeout_s: float, allow_private: bool = False
 ) -> dict[str, list[Candidate]]:
-    """Download each concept's URL from ``url_map`` with icrawler's UrlListCrawler."""
+    """Download each concept's URL from ``url_map`` with icrawler's UrlListCrawler.
+
+    URLs refused by :func:`_check_url` become ``download_failed`` candidates with the reason.
+    """
     from icrawler.builtin import UrlListCrawler
 
     lower = {k.strip().lower(): v for k, v in url_map.items()}
@@ -302,7 +328,7 @@ def fetch_urllist(
     out: dict[str, list[Candidate]] = {}
     ok_urls = []
     for c, u in wanted.items():
-        problem = _check_url(u)
+        problem = _check_url(u, allow_private)
         if problem:
             out[c] = [Candidate(url=u, error=problem)]
         else:
@@ -396,7 +422,7 @@ def crawl(concept_filter: pd.DataFrame, p: dict[str, Any], fetch: Callable[..., 
             url_map = json.loads(Path(p["urllist_path"]).read_text())
             if not isinstance(url_map, dict):
                 raise ParamsError(f"{p['urllist_path']}: expected a JSON object concept -> URL")
-            cands = fetch_urllist(wanted, url_map, tmp, p["threads"], p["timeout_s"])
+            cands = fetch_urllist(wanted, url_map, tmp, p["threads"], p["timeout_s"], bool(p["allow_private_hosts"]))
         else:
             cands = fetch_bing(wanted, tmp, p["top_n"], p["timeout_s"], p["bing"]["endpoint"], p["threads"])
         return register_images(concept_filter, cands, source, Path(STORE_DIR), p["min_side"], p["max_pixels"])
@@ -404,7 +430,7 @@ def crawl(concept_filter: pd.DataFrame, p: dict[str, Any], fetch: Callable[..., 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     """Stage entry point: concept_filter -> images table + content-addressed image store."""
-    p = section(params, "crawl", ("source", "local_dir", "urllist_path", "top_n", "threads", "timeout_s", "min_side", "max_pixels", "bing"))
+    p = section(params, "crawl", ("source", "local_dir", "urllist_path", "top_n", "threads", "timeout_s", "min_side", "max_pixels", "allow_private_hosts", "bing"))
     df = crawl(read_table(FILTER_PATH, ConceptFilter), p)
     write_table(df, IMAGES_PATH, Images)
     metrics = {"source": p["source"], "concepts": len(df), "by_status": df["status"].value_counts().sort_index().to_dict()}

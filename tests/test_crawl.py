@@ -18,7 +18,7 @@ from tests.conftest import IMAGES, send
 
 PARAMS = {
     "source": "local", "local_dir": str(IMAGES), "urllist_path": "", "top_n": 3, "threads": 2,
-    "timeout_s": 5, "min_side": 64, "max_pixels": 50_000_000, "bing": {"endpoint": ""},
+    "timeout_s": 5, "min_side": 64, "max_pixels": 50_000_000, "allow_private_hosts": False, "bing": {"endpoint": ""},
 }  # fmt: skip
 
 
@@ -115,7 +115,9 @@ def test_urllist_with_icrawler_on_loopback(in_tmp, http_server):
     url_map = {"cat": f"{base}/cat.jpg", "moon": f"{base}/moon.jpg", "page": f"{base}/html.jpg", "clock": f"{base}/missing.jpg",
                "coin": f"{base}/boom.jpg", "eye": "ftp://example.invalid/eye.jpg"}  # fmt: skip
     (in_tmp / "map.json").write_text(json.dumps(url_map))
-    df = crawl(cf(*url_map, "unmapped"), {**PARAMS, "source": "urllist", "urllist_path": "map.json"})
+    refused = crawl(cf("cat"), {**PARAMS, "source": "urllist", "urllist_path": "map.json"})
+    assert refused.loc[0, "status"] == "download_failed" and "non-public address 127.0.0.1" in refused.loc[0, "reason"]
+    df = crawl(cf(*url_map, "unmapped"), {**PARAMS, "source": "urllist", "urllist_path": "map.json", "allow_private_hosts": True})
     df = validate(df, Images).set_index("concept")
     assert df.loc["cat", "status"] == "ok" and df.loc["cat", "source_url"] == f"{base}/cat.jpg" and df.loc["cat", "format"] == "PNG"
     assert df.loc["moon", "status"] == "ok" and df.loc["moon", "width"] == 300
