@@ -23,6 +23,10 @@ import yaml
 from schemas import TableModel, arrow_schema, check_lists, list_columns
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 class ParamsError(ValueError):
     """A params.yaml section is missing a key or holds a bad value."""
 
@@ -36,6 +40,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs are shared like normal files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -77,6 +77,14 @@ def with_pd_options(df, max_rows: int) -> None:  # noqa: ANN001
         typer.echo(df.to_string(index=False, max_rows=max_rows) if len(df) else "(no rows)")
 
 
+@app.command()
+def report(out: str = "data/report/index.html") -> None:
+    """Write one static HTML page about the run: fates, Table 1, Table 4, a gallery."""
+    from stages.report import write_report
+
+    typer.echo(f"wrote {write_report('.', out)}")
+
+
 @app.command("tables")
 def tables() -> None:
     """List the views `gavil query` sees and their files."""

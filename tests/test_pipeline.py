@@ -233,3 +233,31 @@ def test_served_deployment_runs_to_completed_on_a_local_prefect_server(project, 
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.mark.slow
+def test_report_page_holds_the_run_and_renders(project, tmp_path):
+    import shutil
+
+    from stages.report import write_report
+
+    d, _ = project
+    page = write_report(d)
+    text = page.read_text()
+    for needle in ("Table 1 layout", "Table 4 layout", "Gallery", ">2709<", ">854<", ">41.6<", ">74.3<", "cue: spacecraft", "data:image/jpeg;base64"):
+        assert needle in text, needle
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it): screenshot part skipped")
+    shot = tmp_path / "report.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2000"]  # fmt: skip
+    subprocess.run([chromium, *flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    dom = subprocess.run([chromium, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "Zero-shot evaluation" in dom and ">2709<" in dom
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        assert im.size == (1200, 2000)
+        lo, hi = im.convert("L").getextrema()
+        assert hi - lo > 100  # not a blank page
