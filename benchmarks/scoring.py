@@ -47,7 +47,7 @@ def make_images(d: Path, n: int, start: int = 0, size: int = 256) -> list[str]:
 
 
 def stage_embed(model, paths: list[str], cache) -> float:
-    from stages._models import sha256_file
+    from stages._io import sha256_file
 
     t0 = time.perf_counter()
     items = {sha256_file(p): p for p in paths}

@@ -7,6 +7,7 @@ POSIX), so an interrupted stage never leaves a half-written table behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -85,6 +86,15 @@ def read_table(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame
         if col in df.columns:
             df[col] = pd.Series(table.column(col).to_pylist(), dtype=object, index=df.index)
     return validate(df, model)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:

@@ -19,7 +19,6 @@ download (when allowed and the host answers within 3 s); otherwise :class:`Weigh
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from stages._io import ParamsError
+from stages._io import ParamsError, sha256_file
 from stages._progress import progress
 
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
@@ -142,12 +141,6 @@ def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, 
             yield result
 
 
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:

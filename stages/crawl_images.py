@@ -44,6 +44,7 @@ from stages._io import (
     atomic_path,
     read_table,
     section,
+    sha256_file,
     write_json,
     write_table,
 )
@@ -108,13 +109,6 @@ def inspect_image(path: Path, min_side: int, max_pixels: int) -> ImageInfo:
     return ImageInfo(w, h, fmt)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def store_image(src: Path, sha: str, fmt: str, store_dir: Path) -> Path:
