@@ -86,10 +86,10 @@ def test_first_valid_candidate_wins(in_tmp, tmp_path):
     bad.write_text("<html>")
     good = tmp_path / "good.jpg"
     good.write_bytes(jpeg_bytes())
-    cands = {"moon": [Candidate("http://x/1.jpg", error="HTTP 404"), Candidate("http://x/2.jpg", bad), Candidate("http://x/3.jpg", good)]}
+    cands = {"moon": [Candidate("http://127.0.0.1/1.jpg", error="HTTP 404"), Candidate("http://127.0.0.1/2.jpg", bad), Candidate("http://127.0.0.1/3.jpg", good)]}
     df = register_images(cf("moon"), cands, "bing", in_tmp / "store", 64, 10**8)
     row = df.iloc[0]
-    assert row["status"] == "ok" and row["source_url"] == "http://x/3.jpg"
+    assert row["status"] == "ok" and row["source_url"] == "http://127.0.0.1/3.jpg"
     assert "#1" in row["reason"] and "#2" in row["reason"]  # what was skipped is kept
 
 
