@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,33 +31,25 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 _dvc_lock = threading.Lock()  # DVC's repo lock is per process call; serialise our calls
 
 
-def _dvc_repo() -> Any | None:
-    if not Path("dvc.yaml").exists() or not Path(".dvc").is_dir():
-        return None
-    from dvc.repo import Repo
+def _with_dvc(action: Callable[[Any], Any]) -> Any | None:
+    """Run ``action(repo)`` on this directory's DVC repository (serialised); None if there is none."""
+    with _dvc_lock:
+        if not Path("dvc.yaml").exists() or not Path(".dvc").is_dir():
+            return None
+        from dvc.repo import Repo
 
-    return Repo(".")
+        with Repo(".") as repo:
+            return action(repo)
 
 
 def dvc_up_to_date(name: str) -> bool:
     """Whether DVC considers stage ``name`` (and its dependencies' outputs) up to date."""
-    with _dvc_lock:
-        repo = _dvc_repo()
-        if repo is None:
-            return False
-        with repo:
-            return not repo.status(targets=[name])
+    return _with_dvc(lambda repo: not repo.status(targets=[name])) is True
 
 
 def dvc_record(name: str) -> bool:
     """Record the outputs stage ``name`` just wrote in dvc.lock (``dvc commit --force``)."""
-    with _dvc_lock:
-        repo = _dvc_repo()
-        if repo is None:
-            return False
-        with repo:
-            repo.commit(name, force=True)
-        return True
+    return _with_dvc(lambda repo: repo.commit(name, force=True) or True) is True
 
 
 @task(name="stage", task_run_name="{name}", cache_policy=NO_CACHE)

@@ -23,7 +23,6 @@ import yaml
 
 from schemas import TableModel, arrow_schema, check_lists, list_columns
 
-
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 

@@ -316,82 +316,86 @@ def _accept_creation(v: dict[str, Any], name: str, line: int, state: ImportState
     )  # fmt: skip
 
 
-def _import_creation_records(name: str, records: Iterator[tuple[int, dict[str, Any] | None, str | None]], state: ImportState) -> int:
+Records = Iterator[tuple[int, dict[str, Any] | None, str | None]]
+
+
+def _import_records(name: str, kind: str, records: Records, state: ImportState, accept: Callable[[dict[str, Any], int], None]) -> int:
+    """Feed each record to ``accept``; unreadable rows, RowError and missing fields become rejects.
+
+    Returns the number of records read.
+    """
     n_read = 0
     for line, rec, err in records:
         n_read += 1
         if err:
-            state.reject(name, line, "creation", err, rec)
+            state.reject(name, line, kind, err, rec)
             continue
         assert rec is not None
         try:
-            v = _check_creation(rec, state)
+            accept(rec, line)
         except (RowError, KeyError) as e:
-            state.reject(name, line, "creation", str(e) if isinstance(e, RowError) else f"missing field {e}", rec)
-            continue
-        _accept_creation(v, name, line, state)
+            state.reject(name, line, kind, str(e) if isinstance(e, RowError) else f"missing field {e}", rec)
     return n_read
 
 
-def _import_solve_records(name: str, records: Iterator[tuple[int, dict[str, Any] | None, str | None]], state: ImportState) -> int:
-    n_read = 0
-    for line, rec, err in records:
-        n_read += 1
-        if err:
-            state.reject(name, line, "solve", err, rec)
-            continue
-        assert rec is not None
-        try:
-            uid = f"raw:{str(rec.get('instance_id') or '').strip()}"
-            inst = state.by_uid.get(uid)
-            if inst is None:
-                raise RowError(f"unknown instance_id {rec.get('instance_id')!r}")
-            solver_raw = str(rec.get("solver_id") or "").strip()
-            if not solver_raw:
-                raise RowError("empty solver_id")
-            solver = hash_annotator(solver_raw, state.key)
-            sel = parse_list(rec["selection"], "selection")
-            if len(set(sel)) != len(sel):
-                raise RowError("selection contains duplicates")
-            extra = [s for s in sel if s not in inst["candidates"]]
-            if extra:
-                raise RowError(f"selection {extra} not among the instance's candidates")
-            if len(sel) != inst["num_associations"]:
-                raise RowError(f"selection has {len(sel)} images; the instance asks for K={inst['num_associations']}")
-            if (uid, solver) in state.solved:
-                raise RowError("this solver already answered this instance")
-        except (RowError, KeyError) as e:
-            state.reject(name, line, "solve", str(e) if isinstance(e, RowError) else f"missing field {e}", rec)
-            continue
+def _import_creation_records(name: str, records: Records, state: ImportState) -> int:
+    def accept(rec: dict[str, Any], line: int) -> None:
+        _accept_creation(_check_creation(rec, state), name, line, state)
+
+    return _import_records(name, "creation", records, state, accept)
+
+
+def _import_solve_records(name: str, records: Records, state: ImportState) -> int:
+    def accept(rec: dict[str, Any], line: int) -> None:
+        uid = f"raw:{str(rec.get('instance_id') or '').strip()}"
+        inst = state.by_uid.get(uid)
+        if inst is None:
+            raise RowError(f"unknown instance_id {rec.get('instance_id')!r}")
+        solver_raw = str(rec.get("solver_id") or "").strip()
+        if not solver_raw:
+            raise RowError("empty solver_id")
+        solver = hash_annotator(solver_raw, state.key)
+        sel = parse_list(rec["selection"], "selection")
+        if len(set(sel)) != len(sel):
+            raise RowError("selection contains duplicates")
+        extra = [s for s in sel if s not in inst["candidates"]]
+        if extra:
+            raise RowError(f"selection {extra} not among the instance's candidates")
+        if len(sel) != inst["num_associations"]:
+            raise RowError(f"selection has {len(sel)} images; the instance asks for K={inst['num_associations']}")
+        if (uid, solver) in state.solved:
+            raise RowError("this solver already answered this instance")
         state.solved.add((uid, solver))
         state.solves.append({"instance_uid": uid, "solver": solver, "selection": sel, "source_file": name, "source_line": line})
-    return n_read
+
+    return _import_records(name, "solve", records, state, accept)
+
+
+def _import_raw_file(path: Path, kind: str, state: ImportState) -> None:
+    """Import a raw creations (:class:`schemas.raw.RawCreation`, one row = one cue) or solves
+    (:class:`schemas.raw.RawSolve`, one row = one answer) file; missing columns reject the file."""
+    name = path.as_posix()
+    model, importer = (RawCreation, _import_creation_records) if kind == "creation" else (RawSolve, _import_solve_records)
+    missing = _missing_columns(path, required_columns(model))
+    if missing:
+        state.reject(name, 1, kind, f"missing column(s) {missing}; required {required_columns(model)}", None)
+        state.read[name] = 0
+        return
+    state.read[name] = importer(name, iter_records(path), state)
 
 
 def import_creations(path: Path, state: ImportState) -> None:
     """Import a raw creations file (:class:`schemas.raw.RawCreation`; one row = one cue)."""
-    name = path.as_posix()
-    missing = _missing_columns(path, required_columns(RawCreation))
-    if missing:
-        state.reject(name, 1, "creation", f"missing column(s) {missing}; required {required_columns(RawCreation)}", None)
-        state.read[name] = 0
-        return
-    state.read[name] = _import_creation_records(name, iter_records(path), state)
+    _import_raw_file(path, "creation", state)
 
 
 def import_solves(path: Path, state: ImportState) -> None:
     """Import a raw solves file (:class:`schemas.raw.RawSolve`; one row = one answer)."""
-    name = path.as_posix()
-    missing = _missing_columns(path, required_columns(RawSolve))
-    if missing:
-        state.reject(name, 1, "solve", f"missing column(s) {missing}; required {required_columns(RawSolve)}", None)
-        state.read[name] = 0
-        return
-    state.read[name] = _import_solve_records(name, iter_records(path), state)
+    _import_raw_file(path, "solve", state)
 
 
 # --------------------------------------------------------------------------- crowd-platform batch CSVs
-def _crowd_records(path: Path, kind: str, crowd: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+def _crowd_records(path: Path, kind: str, crowd: dict[str, Any]) -> Records:
     """Map crowd batch-results rows onto raw records using ``annotations.crowd.columns``.
 
     A creation HIT (one candidate set, two cues) yields two creation records with

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from stages._io import atomic_path
+from schemas.crawl import Images
+from schemas.evaluate import Evaluation
+from schemas.ocr import Ocr
+from schemas.selection import Selection, Table1
+from stages._io import atomic_path, read_table
+from stages.crawl_images import IMAGES_PATH
+from stages.evaluate import EVALUATION_PATH, PLOT_CANDIDATES_PATH, PLOT_MODELS_PATH
+from stages.ocr_filter import OCR_PATH
+from stages.select_instances import SELECTION_PATH, TABLE1_PATH
 
 REPORT_PATH = "data/report/index.html"
 CSS = """body{font-family:system-ui,sans-serif;margin:2rem;max-width:1100px;color:#222}
@@ -70,13 +78,10 @@ def gallery(selection: pd.DataFrame, images: dict[str, str], n: int = 6) -> str:
 def build_report(root: str | Path = ".") -> str:
     """The report's HTML, from the tables under ``root/data`` (run ``dvc repro`` first)."""
     root = Path(root)
-    d = root / "data"
-    images = pd.read_parquet(d / "crawl/images.parquet")
-    ocr = pd.read_parquet(d / "ocr/ocr.parquet")
-    selection = pd.read_parquet(d / "selection/selection.parquet")
-    for col in ("candidates", "associations"):
-        selection[col] = selection[col].map(list)
-    table1 = pd.read_parquet(d / "selection/table1.parquet")
+    images = read_table(root / IMAGES_PATH, Images)
+    ocr = read_table(root / OCR_PATH, Ocr)
+    selection = read_table(root / SELECTION_PATH, Selection)
+    table1 = read_table(root / TABLE1_PATH, Table1)
     accepted = dict(zip(ocr.loc[ocr.status == "accepted", "concept"], (str(root / p) for p in ocr.loc[ocr.status == "accepted", "path"])))
     crawl_fates = images.groupby("status").size().rename("concepts").reset_index()
     ocr_fates = ocr.groupby("status").size().rename("concepts").reset_index()
@@ -89,14 +94,13 @@ def build_report(root: str | Path = ".") -> str:
         "<h3>Rejected because the image shows its word</h3>", _table(rejected) if len(rejected) else "<p>None.</p>",
         "<h2>Instances (Table 1 layout)</h2>", _table(table1.drop(columns="min_solver_jaccard")),
     ]  # fmt: skip
-    t4 = d / "evaluate/evaluation.parquet"
-    if t4.exists():
-        ev = pd.read_parquet(t4)
+    if (root / EVALUATION_PATH).exists():
+        ev = read_table(root / EVALUATION_PATH, Evaluation)
         groups = ev[ev.breakdown == "group"][["model_name", "dataset", "cell", "n_scored", "n_instances", "mean_jaccard_percent", "ci_low_percent", "ci_high_percent", "random_percent"]]
         parts += ["<h2>Zero-shot evaluation (Table 4 layout)</h2>", _table(groups)]
-        for plot in ("evaluation_by_model.png", "evaluation_by_candidates.png"):
-            if (d / "plots" / plot).exists():
-                parts.append(f'<img class="plot" alt="{plot}" src="{_png(str(d / "plots" / plot))}">')
+        for plot in (PLOT_MODELS_PATH, PLOT_CANDIDATES_PATH):
+            if (root / plot).exists():
+                parts.append(f'<img class="plot" alt="{Path(plot).name}" src="{_png(str(root / plot))}">')
     parts += ["<h2>Gallery of selected instances</h2>", gallery(selection, accepted), "</body></html>"]
     return "\n".join(parts)
 
