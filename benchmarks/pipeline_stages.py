@@ -1,5 +1,5 @@
-"""Time every stage on the embedded sample, a no-op `dvc repro`, and the OCR stage's cost
-per image relative to EasyOCR's default ``readtext`` on the same images (same run).
+"""Time every stage on the embedded sample, a first and a no-op `dvc repro` (the OCR speed
+target is measured by benchmarks/ocr.py, the crawl's by benchmarks/crawl.py).
 
 Usage (from the project root, in the venv):  python benchmarks/pipeline_stages.py
 Prints a table and writes benchmarks/results/pipeline_stages.json.
@@ -40,27 +40,6 @@ def main() -> None:
         m = run_stage(s.name)
         rows.append({"stage": s.name, "seconds": round(time.perf_counter() - t0, 3), "summary": {k: v for k, v in m.items() if k in ("concepts", "images", "instances", "by_status", "edges")}})
 
-    # OCR baseline in the same run: EasyOCR readtext at its defaults on the same accepted images
-    import pandas as pd
-
-    from stages.ocr_filter import load_for_ocr, make_reader
-
-    images = pd.read_parquet("data/crawl/images.parquet")
-    paths = images.loc[images.status == "ok", "path"].tolist()
-    read = make_reader()
-    import easyocr_en_models  # noqa: F401
-    import easyocr
-
-    default_reader = easyocr.Reader(["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False)
-    t0 = time.perf_counter()
-    for p in paths:
-        default_reader.readtext(p)
-    t_default = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for p in paths:
-        read(load_for_ocr(p, 640), 640)
-    t_stage = time.perf_counter() - t0
-
     # DVC: a first repro (all stages) then a no-op repro
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         subprocess.run(cmd, check=True)
@@ -76,12 +55,6 @@ def main() -> None:
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "stages": rows,
-        "ocr": {
-            "images": len(paths),
-            "default_readtext_s_per_image": round(t_default / max(1, len(paths)), 3),
-            "stage_s_per_image": round(t_stage / max(1, len(paths)), 3),
-            "speedup_vs_default": round(t_default / t_stage, 2) if t_stage else None,
-        },
         "dvc_repro_first_s": round(t_first, 2),
         "dvc_repro_noop_s": round(t_noop, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -89,9 +62,6 @@ def main() -> None:
     print(f"{'stage':22s} {'seconds':>8s}")
     for r in rows:
         print(f"{r['stage']:22s} {r['seconds']:8.3f}")
-    o = result["ocr"]
-    print(f"\nOCR on {o['images']} sample images: default readtext {o['default_readtext_s_per_image']} s/img, "
-          f"stage {o['stage_s_per_image']} s/img ({o['speedup_vs_default']}x)")  # fmt: skip
     print(f"dvc repro: first {result['dvc_repro_first_s']} s, no-op {result['dvc_repro_noop_s']} s; peak RSS {result['peak_rss_mb']} MB")
     dest = ROOT / "benchmarks/results/pipeline_stages.json"
     dest.parent.mkdir(parents=True, exist_ok=True)

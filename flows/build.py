@@ -9,6 +9,15 @@ asks DVC (``dvc status`` of its stage): an up-to-date stage is skipped and its r
 returned; a stage that runs is then recorded with ``dvc commit`` (dvc.lock), so after any flow
 run ``dvc status`` agrees and ``dvc repro`` has nothing left to do. Outside a DVC repository
 every stage simply runs. Run it from the project root: ``gavil flow`` or ``python -m flows.build``.
+
+Heavy stages (crawl_images, ocr_filter, score_candidates) are partitioned: a ``plan`` task
+lists the partitions, ``work`` tasks are mapped over them (``Task.map``), a ``reduce`` task
+writes the stage's tables. The task runner comes from ``params.yaml: prefect.task_runner``:
+``thread`` (Prefect's ThreadPoolTaskRunner) or ``dask`` (``prefect_dask.DaskTaskRunner``, from the
+optional ``dask`` extra: a local cluster of ``dask_workers`` processes, or the scheduler at
+``dask_address``; remote workers need the project folder on a shared file system). Results do not
+depend on the runner or the partitioning: each stage's reduce registers everything in one
+deterministic order.
 """
 
 from __future__ import annotations
@@ -20,22 +29,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from filelock import FileLock
+from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from stages._io import load_params
-from stages.pipeline import BY_NAME, STAGES, StageSpec, run_stage, upstream
+from stages._io import ParamsError, load_params
+from stages.pipeline import BY_NAME, STAGES, StageSpec, plan_stage, reduce_stage, run_stage, upstream, work_stage
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-_dvc_lock = threading.Lock()  # DVC's repo lock is per process call; serialise our calls
+_dvc_lock = threading.Lock()  # DVC's repo lock fails fast when busy: serialise our calls
 
 
 def _with_dvc(action: Callable[[Any], Any]) -> Any | None:
-    """Run ``action(repo)`` on this directory's DVC repository (serialised); None if there is none."""
-    with _dvc_lock:
-        if not Path("dvc.yaml").exists() or not Path(".dvc").is_dir():
-            return None
+    """Run ``action(repo)`` on this directory's DVC repository, serialised across threads and
+    processes (Dask workers) by a file lock; None if there is none."""
+    if not Path("dvc.yaml").exists() or not Path(".dvc").is_dir():
+        return None
+    Path(".dvc/tmp").mkdir(exist_ok=True)
+    with _dvc_lock, FileLock(".dvc/tmp/gavil-flow.lock"):
         from dvc.repo import Repo
 
         with Repo(".") as repo:
@@ -69,6 +81,59 @@ def stage_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True
     return {**metrics, "skipped": False}
 
 
+@task(name="plan", task_run_name="{name}:plan", cache_policy=NO_CACHE)
+def plan_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
+    """``{"skipped": metrics}`` when DVC says the stage is up to date, else ``{"parts": [...]}``."""
+    if use_dvc and params_path == "params.yaml" and dvc_up_to_date(name):
+        get_run_logger().info("%s is up to date in DVC: skipped", name)
+        return {"skipped": {**json.loads(Path(BY_NAME[name].metrics).read_text()), "skipped": True}}
+    parts = plan_stage(name, params_path)
+    get_run_logger().info("%s: %d partition(s)", name, len(parts))
+    return {"parts": parts}
+
+
+@task(name="work", task_run_name="{name}:work", cache_policy=NO_CACHE)
+def work_task(name: str, part: Any, params_path: str = "params.yaml") -> Any:
+    """One partition of a partitioned stage."""
+    return work_stage(name, part, params_path)
+
+
+@task(name="reduce", task_run_name="{name}:reduce", cache_policy=NO_CACHE)
+def reduce_task(name: str, results: list[Any], params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
+    """Finish a partitioned stage and record it in dvc.lock."""
+    metrics = reduce_stage(name, results, params_path)
+    if use_dvc and params_path == "params.yaml" and dvc_record(name):
+        get_run_logger().info("%s recorded in dvc.lock", name)
+    return {**metrics, "skipped": False}
+
+
+def task_runner(params_path: str = "params.yaml") -> Any:
+    """The task runner named by ``params.yaml: prefect.task_runner`` (see module docstring).
+
+    Raises:
+        ParamsError: unknown kind, or ``dask`` without the ``dask`` extra installed.
+    """
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    p = (load_params(params_path).get("prefect") or {}).get("task_runner") or {}
+    kind = p.get("kind", "thread")
+    if kind == "thread":
+        return ThreadPoolTaskRunner(max_workers=p.get("threads"))
+    if kind != "dask":
+        raise ParamsError(f"prefect.task_runner.kind={kind!r}: expected thread or dask")
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as e:
+        raise ParamsError("prefect.task_runner.kind=dask needs the optional extra: pip install -e '.[dask]'") from e
+    if p.get("dask_address"):
+        return DaskTaskRunner(address=p["dask_address"])
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={"n_workers": int(p.get("dask_workers", 2)), "threads_per_worker": int(p.get("dask_threads_per_worker", 1)),
+                        "processes": True, "dashboard_address": None},
+    )  # fmt: skip
+
+
 def task_options(spec: StageSpec, params_path: str) -> dict[str, Any]:
     """Prefect options for a stage from ``params.yaml: prefect``: a timeout for every stage, and
     retries with a delay for stages that touch the network (crawl, weight downloads)."""
@@ -94,15 +159,43 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
     for n in only or []:
         if n not in names:
             raise KeyError(f"unknown stage {n!r}; stages: {', '.join(names)}")
+    specs = [s for s in STAGES if not only or s.name in only]
     futures: dict[str, Any] = {}
-    for spec in STAGES:
-        if only and spec.name not in only:
-            continue
-        wait = [futures[u] for u in upstream(spec) if u in futures]
-        task_fn = stage_task.with_options(**task_options(spec, params_path))
-        futures[spec.name] = task_fn.submit(spec.name, params_path, use_dvc, wait_for=wait)
+    pending = list(specs)
+    while pending:
+        # submit every plain stage whose upstream is submitted (no blocking), then map one partitioned stage
+        ready = [s for s in pending if all(u in futures or u not in {x.name for x in specs} for u in upstream(s))]
+        plain = [s for s in ready if not s.partitioned]
+        for spec in plain or ready[:1]:
+            pending.remove(spec)
+            wait = [futures[u] for u in upstream(spec) if u in futures]
+            opts = task_options(spec, params_path)
+            if not spec.partitioned:
+                futures[spec.name] = stage_task.with_options(**opts).submit(spec.name, params_path, use_dvc, wait_for=wait)
+                continue
+            planned = plan_task.with_options(**opts).submit(spec.name, params_path, use_dvc, wait_for=wait).result()  # blocks on upstream
+            if "skipped" in planned:
+                futures[spec.name] = _Done(planned["skipped"])
+                continue
+            works = work_task.with_options(**opts).map(unmapped(spec.name), planned["parts"], unmapped(params_path))
+            futures[spec.name] = reduce_task.with_options(timeout_seconds=opts["timeout_seconds"]).submit(spec.name, works, params_path, use_dvc)
     return {name: f.result() for name, f in futures.items()}
 
 
+class _Done:
+    """A finished value standing in for a future (a stage DVC skipped at planning)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+def run_flow(params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True) -> dict[str, dict[str, Any]]:
+    """Run :func:`build_benchmark` on the task runner ``params.yaml`` names."""
+    return build_benchmark.with_options(task_runner=task_runner(params_path))(params_path, only, use_dvc)
+
+
 if __name__ == "__main__":
-    build_benchmark()
+    run_flow()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.build import build_benchmark
+from flows.build import build_benchmark, task_runner
 from stages._io import ParamsError, load_params, section
 from stages.pipeline import BY_NAME
 
@@ -35,6 +35,7 @@ def deployments(params_path: str = "params.yaml") -> list[Any]:
 
     p = section(load_params(params_path), "prefect", ("deployments", "timezone"))
     out = []
+    flow_ = build_benchmark.with_options(task_runner=task_runner(params_path))
     for name, spec in p["deployments"].items():
         if not isinstance(spec, dict) or "cron" not in spec or "stages" not in spec:
             raise ParamsError(f"prefect.deployments.{name}: needs 'cron' (or null) and 'stages' (or null)")
@@ -43,7 +44,7 @@ def deployments(params_path: str = "params.yaml") -> list[Any]:
             if s not in BY_NAME:
                 raise ParamsError(f"prefect.deployments.{name}: unknown stage {s!r}")
         out.append(
-            build_benchmark.to_deployment(
+            flow_.to_deployment(
                 name=name,
                 schedules=[Cron(spec["cron"], timezone=p["timezone"])] if spec["cron"] else None,
                 parameters={"params_path": params_path, "only": stages},

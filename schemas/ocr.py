@@ -8,11 +8,14 @@ STATUSES = ["accepted", "rejected_text", "no_image"]
 
 
 class Ocr(pa.DataFrameModel):
-    """One row per concept: the OCR reading of its image and the accept/reject decision."""
+    """One row per concept: the first kept candidate (rank order) without the query text, or why none."""
 
     concept: Series[str] = pa.Field(unique=True)
     sha256: Series[str] = pa.Field(nullable=True)
-    path: Series[str] = pa.Field(nullable=True)
+    path: Series[str] = pa.Field(nullable=True, description="the decided candidate's stored file")
+    source_url: Series[str] = pa.Field(nullable=True, description="where the decided candidate came from")
+    rank: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="crawl rank of the decided candidate")
+    candidates_read: Series[pd.Int64Dtype] = pa.Field(ge=0, description="kept candidates OCRed for this concept (fall-through)")
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     ocr_text: Series[str] = pa.Field(nullable=True, description="tokens read, space-joined, in reading order")

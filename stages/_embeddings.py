@@ -85,6 +85,19 @@ class Cache:
             self.computed += len(missing)
         return {k: store[k] for k in items}
 
+    def new_rows(self) -> list[dict[str, Any]]:
+        """Rows computed since loading (to hand to another process's cache: :meth:`add_rows`)."""
+        return list(self._new)
+
+    def add_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Add cache rows computed elsewhere (a partition); already-known keys are ignored."""
+        for r in rows:
+            store = self._vec.setdefault((r["model"], r["weights_id"], r["kind"]), {})
+            if r["key"] not in store:
+                store[r["key"]] = np.frombuffer(r["vector"], dtype="<f4")
+                self._new.append(r)
+                self.computed += 1
+
     def save(self) -> int:
         """Write this stage's cache file (old rows + new ones) atomically; returns rows written."""
         if self.write_path is None:

@@ -226,7 +226,9 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     if source == tag and opt.cache_dir:
         kwargs["cache_dir"] = opt.cache_dir
     try:
-        model, _, preprocess = open_clip.create_model_and_transforms(model_name, **kwargs)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # "untrained" random weights are the same in every process and run
+            model, _, preprocess = open_clip.create_model_and_transforms(model_name, **kwargs)
     except (RuntimeError, OSError) as e:
         if weights_path:
             raise

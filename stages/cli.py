@@ -25,10 +25,11 @@ def stage(name: Annotated[str, typer.Argument(help="stage name, e.g. ingest_conc
 
 @app.command()
 def flow(params: str = "params.yaml") -> None:
-    """Run the whole pipeline as a Prefect flow (same stage functions, as tasks)."""
-    from flows.build import build_benchmark
+    """Run the whole pipeline as a Prefect flow (same stage functions, as tasks; heavy stages
+    mapped over partitions on the task runner of ``prefect.task_runner``)."""
+    from flows.build import run_flow
 
-    build_benchmark(params_path=params)
+    run_flow(params_path=params)
 
 
 @app.command()

@@ -17,8 +17,21 @@ published, so this is the project's rule (README "OCR rejection rule"):
    80: "brary" vs "library" = 83.3 (rejected), "pages" vs "page" = 88.9 (rejected),
    "mood" vs "moon" = 75 (kept), "test" vs "text" = 75 (kept).
 
-Every concept keeps a row: ``accepted``, ``rejected_text`` (with the matching token and
-score), or ``no_image`` (its crawl status as the reason).
+Fall-through (paper §2.1 kept the top-ranked image that passed): a concept's *kept* crawl
+candidates (``data/crawl/candidates.parquet``) are read in rank order and the first one the rule
+accepts wins; OCR stops there, so lower-ranked candidates are only read when needed.
+
+Speed without changing the decision: images are downscaled to ``ocr.canvas_size`` (long side,
+pixels) before OCR; one EasyOCR Reader per process; CRAFT detection runs first and, as in
+``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
+same downscaled shape are detected in batches of ``ocr.batch_size``. Raw detections are cached by
+(image sha256, canvas size, engine), so a rule change or a crawl of new concepts only reads new
+images. Work is split into partitions of ``ocr.partition_size`` concepts (mapped by the Prefect
+flow; see :func:`plan`, :func:`work`, :func:`reduce`).
+
+Every concept keeps a row: ``accepted`` (with the winning candidate's rank and any earlier
+candidates' rejections as the reason), ``rejected_text`` (every kept candidate showed the word:
+each matching token and score), or ``no_image`` (its crawl status as the reason).
 """
 
 from __future__ import annotations
@@ -36,11 +49,11 @@ import pandas as pd
 from PIL import Image
 from rapidfuzz import fuzz
 
-from schemas.crawl import Images
+from schemas.crawl import Candidates, Images
 from schemas.ocr import Ocr, OcrCache
 from stages._io import read_table, section, write_csv, write_json, write_table
 from stages._progress import progress
-from stages.crawl_images import IMAGES_PATH
+from stages.crawl_images import CANDIDATES_PATH, IMAGES_PATH
 
 OCR_PATH = "data/ocr/ocr.parquet"
 CACHE_PATH = "data/cache/ocr_detections.parquet"
@@ -106,8 +119,16 @@ def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
         return np.asarray(im)
 
 
-def make_reader(gpu: bool = False) -> Callable[[np.ndarray, int], list[Detection]]:
-    """An EasyOCR reader on the offline English weights; returns ``read(image, canvas) -> detections``.
+#: Reads a batch of RGB images (H x W x 3 uint8, already downscaled) -> detections per image.
+BatchReader = Callable[[list[np.ndarray], int], list[list[Detection]]]
+
+
+def make_reader(gpu: bool = False, batch_size: int = 8) -> BatchReader:
+    """An EasyOCR reader on the offline English weights: ``read(images, canvas) -> detections``.
+
+    Detector first: ``Reader.detect`` runs on groups of same-shaped images (up to
+    ``batch_size`` at once), then ``Reader.recognize`` only on images where CRAFT found text
+    boxes - the same two calls, with the same defaults, that ``Reader.readtext`` makes.
 
     Raises:
         RuntimeError: if the offline weights package is missing (names the package to install).
@@ -115,6 +136,7 @@ def make_reader(gpu: bool = False) -> Callable[[np.ndarray, int], list[Detection
     from stages._torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
+    import cv2
     import easyocr
 
     try:
@@ -125,50 +147,102 @@ def make_reader(gpu: bool = False) -> Callable[[np.ndarray, int], list[Detection
         ["en"], gpu=gpu, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
     )
 
-    def read(image: np.ndarray, canvas_size: int) -> list[Detection]:
-        return [(str(text), float(conf)) for _, text, conf in reader.readtext(image, canvas_size=canvas_size)]
+    def read(images: list[np.ndarray], canvas_size: int) -> list[list[Detection]]:
+        out: list[list[Detection]] = [[] for _ in images]
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, im in enumerate(images):
+            groups.setdefault(im.shape, []).append(i)
+        for idx in groups.values():
+            for k in range(0, len(idx), max(1, batch_size)):
+                chunk = idx[k : k + max(1, batch_size)]
+                batch = np.stack([images[i] for i in chunk]) if len(chunk) > 1 else images[chunk[0]]
+                hor, free = reader.detect(batch, canvas_size=canvas_size, reformat=False)
+                for i, h, f in zip(chunk, hor, free):
+                    if not h and not f:
+                        continue  # no text regions: no recognition
+                    grey = cv2.cvtColor(images[i], cv2.COLOR_BGR2GRAY)  # as readtext's reformat_input
+                    out[i] = [(str(t), float(c)) for _, t, c in reader.recognize(grey, h, f, reformat=False)]
+        return out
 
     return read
 
 
-def ocr_filter(
-    images: pd.DataFrame,
-    read: Callable[[np.ndarray, int], list[Detection]],
-    rule: MatchRule,
-    canvas_size: int,
-    cache: dict[tuple[str, int], list[Detection]] | None = None,
+def decide(
+    images: pd.DataFrame, candidates: pd.DataFrame, rule: MatchRule, canvas_size: int, cache: dict[tuple[str, int], list[Detection]],
+    read: BatchReader | None = None,
 ) -> pd.DataFrame:
-    """Images table (:class:`schemas.crawl.Images`) -> one :class:`schemas.ocr.Ocr` row per concept.
+    """Images + candidates tables -> one :class:`schemas.ocr.Ocr` row per concept (fall-through).
 
     Args:
-        read: OCR function (called only for images missing from ``cache``).
+        images: :class:`schemas.crawl.Images` rows (one per concept).
+        candidates: :class:`schemas.crawl.Candidates` rows; ``kept`` ones are read in rank order.
         cache: (sha256, canvas_size) -> detections; consulted first and extended in place.
+        read: OCR for images missing from ``cache`` (one batch per fall-through round);
+            None means every needed image must already be cached.
+
+    Raises:
+        KeyError: ``read`` is None and a needed image is not cached.
     """
-    cache = {} if cache is None else cache
+    kept = candidates[candidates["status"] == "kept"].sort_values(["concept", "rank"])
+    queue_by_concept = {c: list(g.itertuples(index=False)) for c, g in kept.groupby("concept", sort=False)}
+    ok = images[images["status"] == "ok"]
+    state = {c: {"pos": 0, "rejections": [], "winner": None, "last": None} for c in ok["concept"]}
+    pending = [c for c in state if queue_by_concept.get(c)]
+    while pending:  # one round per rank: OCR only what the earlier ranks did not settle
+        need = {}
+        for c in pending:
+            cand = queue_by_concept[c][state[c]["pos"]]
+            if (cand.sha256, canvas_size) not in cache:
+                need[cand.sha256] = cand.path
+        if need:
+            if read is None:
+                raise KeyError(f"{len(need)} image(s) not in the OCR cache")
+            shas = sorted(need)
+            for i in range(0, len(shas), 64):
+                part = shas[i : i + 64]
+                dets = read([load_for_ocr(need[s], canvas_size) for s in part], canvas_size)
+                cache.update({(s, canvas_size): d for s, d in zip(part, dets)})
+        nxt = []
+        for c in pending:
+            st = state[c]
+            cand = queue_by_concept[c][st["pos"]]
+            d = match_text(c, cache[(cand.sha256, canvas_size)], rule)
+            st["last"] = (cand, d)
+            if d.rejected:
+                st["rejections"].append(f"#{cand.rank}: OCR read '{d.token}' ~ '{c}' (ratio {d.score:.1f} >= {rule.match_threshold})")
+                st["pos"] += 1
+                if st["pos"] < len(queue_by_concept[c]):
+                    nxt.append(c)
+            else:
+                st["winner"] = (cand, d)
+        pending = nxt
     rows = []
-    for rec in progress(images.itertuples(index=False), "ocr_filter", total=len(images), min_total=200):
-        base = {"concept": rec.concept, "sha256": rec.sha256, "path": rec.path}
+    for rec in images.itertuples(index=False):
+        base = {"concept": rec.concept}
         if rec.status != "ok":
-            rows.append({**base, "status": "no_image", "reason": f"crawl status {rec.status}: {rec.reason}"})
+            rows.append({**base, "status": "no_image", "reason": f"crawl status {rec.status}: {rec.reason}", "candidates_read": 0})
             continue
-        key = (rec.sha256, canvas_size)
-        if key not in cache:
-            cache[key] = read(load_for_ocr(rec.path, canvas_size), canvas_size)
-        dets = cache[key]
-        d = match_text(rec.concept, dets, rule)
+        st = state[rec.concept]
+        cand, d = st["winner"] or st["last"] or (None, None)
+        if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
+            rows.append({**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0})
+            continue
+        dets = cache[(cand.sha256, canvas_size)]
         row = {
-            **base,
-            "ocr_text": " ".join(t for t, _ in dets),
-            "ocr_confidence": max((c for _, c in dets), default=None),
-            "match_token": d.token,
-            "match_score": d.score,
-        }
-        if d.rejected:
-            row |= {"status": "rejected_text", "reason": f"OCR read '{d.token}' ~ '{rec.concept}' (ratio {d.score:.1f} >= {rule.match_threshold})"}
+            **base, "sha256": cand.sha256, "path": cand.path, "source_url": cand.url, "rank": cand.rank,
+            "candidates_read": len(st["rejections"]) + (1 if st["winner"] else 0),
+            "ocr_text": " ".join(t for t, _ in dets), "ocr_confidence": max((c for _, c in dets), default=None),
+            "match_token": d.token, "match_score": d.score,
+        }  # fmt: skip
+        if st["winner"]:
+            row |= {"status": "accepted", "reason": "; ".join(st["rejections"]) or None}
         else:
-            row |= {"status": "accepted", "reason": None}
+            row |= {"status": "rejected_text", "reason": "; ".join(st["rejections"])}
         rows.append(row)
-    return pd.DataFrame(rows, columns=list(Ocr.to_schema().columns))
+    df = pd.DataFrame(rows, columns=list(Ocr.to_schema().columns))
+    for col in ("rank", "candidates_read"):
+        df[col] = df[col].astype("Int64")
+    return df
 
 
 def load_cache(path: str, engine: str) -> tuple[dict[tuple[str, int], list[Detection]], pd.DataFrame]:
@@ -192,27 +266,82 @@ def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detecti
     write_table(pd.concat([others, mine], ignore_index=True), path, OcrCache)
 
 
-def run(params: dict[str, Any]) -> dict[str, Any]:
-    """Stage entry point: images -> ocr decisions (+ detection cache)."""
-    p = section(params, "ocr", ("match_threshold", "min_confidence", "min_word_len", "canvas_size", "gpu"))
-    rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
+REQUIRED = ("match_threshold", "min_confidence", "min_word_len", "canvas_size", "gpu", "batch_size", "partition_size")
+_READERS: dict[tuple[bool, int], BatchReader] = {}  # one EasyOCR Reader per process
+
+
+def _engine() -> str:
+    return f"easyocr-{importlib.metadata.version('easyocr')}-en"
+
+
+def _rule(p: dict[str, Any]) -> MatchRule:
+    return MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
+
+
+def _lazy_reader(p: dict[str, Any]) -> BatchReader:
+    """A reader that loads EasyOCR (~3 s) only when some image is not cached, once per process."""
+    key = (bool(p["gpu"]), int(p["batch_size"]))
+
+    def read(images: list[np.ndarray], canvas: int) -> list[list[Detection]]:
+        if key not in _READERS:
+            _READERS[key] = make_reader(*key)
+        return _READERS[key](images, canvas)
+
+    return read
+
+
+def plan(params: dict[str, Any]) -> list[list[str]]:
+    """Concepts with a crawled image, in partitions of ``ocr.partition_size``."""
+    p = section(params, "ocr", REQUIRED)
     images = read_table(IMAGES_PATH, Images)
-    engine = f"easyocr-{importlib.metadata.version('easyocr')}-en"
+    ok = sorted(images.loc[images["status"] == "ok", "concept"])
+    size = max(1, int(p["partition_size"]))
+    return [ok[i : i + size] for i in range(0, len(ok), size)] or [[]]
+
+
+def work(params: dict[str, Any], concepts: list[str]) -> dict[str, list[list]]:
+    """OCR what the fall-through of ``concepts`` needs and is not cached; returns the new
+    detections as ``{sha256: [[text, confidence], ...]}`` (the cache is written by :func:`reduce`)."""
+    p = section(params, "ocr", REQUIRED)
+    canvas = int(p["canvas_size"])
+    wanted = set(concepts)
+    images = read_table(IMAGES_PATH, Images)
+    cands = read_table(CANDIDATES_PATH, Candidates)
+    cache, _ = load_cache(CACHE_PATH, _engine())
+    before = set(cache)
+    decide(images[images["concept"].isin(wanted)], cands[cands["concept"].isin(wanted)], _rule(p), canvas, cache, _lazy_reader(p))
+    return {s: [[t, c] for t, c in cache[(s, cv)]] for (s, cv) in set(cache) - before}
+
+
+def reduce(params: dict[str, Any], results: list[dict[str, list[list]]]) -> dict[str, Any]:
+    """Merge the partitions' detections into the cache and decide every concept (no OCR left to do)."""
+    p = section(params, "ocr", REQUIRED)
+    canvas = int(p["canvas_size"])
+    engine = _engine()
     cache, old = load_cache(CACHE_PATH, engine)
-    reader: list[Callable[[np.ndarray, int], list[Detection]]] = []
-
-    def read(image: np.ndarray, canvas: int) -> list[Detection]:
-        if not reader:  # EasyOCR loads (~3 s) only when some image is not cached
-            reader.append(make_reader(bool(p["gpu"])))
-        return reader[0](image, canvas)
-
-    before = len(cache)
-    df = ocr_filter(images, read, rule, int(p["canvas_size"]), cache)
+    new = 0
+    for r in results:
+        for s, dets in r.items():
+            new += (s, canvas) not in cache
+            cache[(s, canvas)] = [(str(t), float(c)) for t, c in dets]
+    images = read_table(IMAGES_PATH, Images)
+    df = decide(images, read_table(CANDIDATES_PATH, Candidates), _rule(p), canvas, cache, read=None)
     write_table(df, OCR_PATH, Ocr)
-    save_cache(CACHE_PATH, engine, cache, old)
+    if new:
+        save_cache(CACHE_PATH, engine, cache, old)
     fate = df["status"].where(df["status"] != "no_image", "no_image: " + df["reason"].str.extract(r"crawl status (\w+)")[0].fillna("?"))
     write_csv(fate.value_counts().rename_axis("fate").rename("concepts").reset_index().sort_values("fate"), PLOT_FATES)
-    print(f"ocr_filter: {len(cache) - before} image(s) OCRed, {int((df['status'] != 'no_image').sum()) - (len(cache) - before)} from the cache", file=sys.stderr)
-    metrics = {"images": int((df["status"] != "no_image").sum()), "by_status": df["status"].value_counts().sort_index().to_dict()}
+    read_total = int(df["candidates_read"].sum())
+    print(f"ocr_filter: {new} image(s) OCRed, {read_total - new} decision(s) from the cache", file=sys.stderr)
+    metrics = {
+        "images_read": read_total,
+        "fell_through": int(((df["status"] == "accepted") & (df["rank"] > 1)).sum()),
+        "by_status": df["status"].value_counts().sort_index().to_dict(),
+    }
     write_json(METRICS_PATH, metrics)
     return metrics
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    """Stage entry point: crawl candidates -> one OCR decision per concept (+ detection cache)."""
+    return reduce(params, [work(params, part) for part in plan(params)])

@@ -43,8 +43,16 @@ class StageSpec:
     metrics: str
     code: tuple[str, ...] = field(default=())  # extra source files besides stages/<name>.py
     persist: tuple[str, ...] = field(default=())  # outputs kept across runs (caches), not DVC-cached
+    kept: tuple[str, ...] = field(default=())  # outputs kept across runs (resumable) *and* DVC-cached (push/pull)
     plots: tuple[str | tuple[str, dict[str, str]], ...] = field(default=())  # `dvc plots show`: path or (path, x/y/template)
     network: bool = False  # may fetch over the network (web crawl, model weights): retried by the flow
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the stage splits its work: ``plan(params) -> parts``, ``work(params, part)``,
+        ``reduce(params, results) -> metrics`` (``run`` = reduce over work over plan)."""
+        m = importlib.import_module(f"stages.{self.name}")
+        return all(hasattr(m, f) for f in ("plan", "work", "reduce"))
 
     @property
     def deps(self) -> list[str]:
@@ -56,10 +64,11 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
     StageSpec(
         "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
-        (ci.IMAGES_PATH, ci.STORE_DIR), ci.METRICS_PATH, ("schemas/crawl.py",), network=True,
+        (ci.CANDIDATES_PATH, ci.IMAGES_PATH), ci.METRICS_PATH, ("schemas/crawl.py",), persist=(ci.JOURNAL_DIR,),
+        kept=(ci.STORE_DIR,), network=True,
     ),  # fmt: skip
     StageSpec(
-        "ocr_filter", ("ocr",), (ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
+        "ocr_filter", ("ocr",), (ci.CANDIDATES_PATH, ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
         ("schemas/ocr.py", "stages/_torchvision_compat.py"), persist=(oc.CACHE_PATH,),
         plots=((oc.PLOT_FATES, {"x": "concepts", "y": "fate", "template": "bar_horizontal", "title": "Concepts by OCR fate"}),),
     ),  # fmt: skip
@@ -100,7 +109,7 @@ BY_NAME = {s.name: s for s in STAGES}
 
 def upstream(spec: StageSpec) -> list[str]:
     """Names of the stages whose outputs ``spec`` reads (the DAG edges)."""
-    return [s.name for s in STAGES if set(s.outs + s.persist) & set(spec.inputs)]
+    return [s.name for s in STAGES if set(s.outs + s.persist + s.kept) & set(spec.inputs)]
 
 
 def run_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
@@ -119,6 +128,24 @@ def run_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> dict
     return metrics
 
 
+def plan_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> list[Any]:
+    """A partitioned stage's partitions (run in the project root)."""
+    return importlib.import_module(f"stages.{name}").plan(load_params(params_path))
+
+
+def work_stage(name: str, part: Any, params_path: str | os.PathLike = "params.yaml") -> Any:
+    """One partition of a partitioned stage; returns what its ``reduce`` needs."""
+    return importlib.import_module(f"stages.{name}").work(load_params(params_path), part)
+
+
+def reduce_stage(name: str, results: list[Any], params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
+    """Finish a partitioned stage from its partitions' results; returns its metrics."""
+    t0 = time.perf_counter()
+    metrics = dict(importlib.import_module(f"stages.{name}").reduce(load_params(params_path), results))
+    metrics["seconds"] = round(time.perf_counter() - t0, 3)
+    return metrics
+
+
 def dvc_yaml() -> str:
     """The dvc.yaml text for :data:`STAGES`."""
     stages: dict[str, Any] = {}
@@ -127,7 +154,7 @@ def dvc_yaml() -> str:
             "cmd": f"gavil stage {s.name}",
             "deps": s.deps,
             "params": list(s.params),
-            "outs": [*s.outs, *({p: {"persist": True, "cache": False}} for p in s.persist)],
+            "outs": [*s.outs, *({p: {"persist": True}} for p in s.kept), *({p: {"persist": True, "cache": False}} for p in s.persist)],
             "metrics": [{s.metrics: {"cache": False}}],
         }
         if s.plots:

@@ -54,14 +54,53 @@ def with_model_columns(df: pd.DataFrame, spec: ModelSpec, pretrained: str) -> pd
     return out[list(Scores.to_schema().columns)]
 
 
+REQUIRED = ("model", "pretrained", "weights_path", "cache_dir", "allow_download", "require_weights", "batch_size", "threads", "loader_workers", "partition_size")
+
+
+def _inputs(p: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
+    instances = read_table(SWOW_INSTANCES_PATH, SwowInstances)
+    return instances[instances["status"] == "ok"], accepted_images(read_table(OCR_PATH, Ocr))
+
+
+def plan(params: dict[str, Any]) -> list[list[tuple[str, str]]]:
+    """The candidate images of the ok instances as (sha256, path), sorted, in partitions of
+    ``score.partition_size`` images (each partition embeds what the cache lacks)."""
+    p = section(params, "score", REQUIRED)
+    instances, images = _inputs(p)
+    shas = sorted({images[c] for cands in instances["candidates"] for c in cands if c in images})
+    size = max(1, int(p["partition_size"]))
+    return [shas[i : i + size] for i in range(0, len(shas), size)] or [[]]
+
+
+def work(params: dict[str, Any], part: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Embed one partition's images missing from the cache; returns new cache rows
+    (:class:`schemas.embeddings.EmbeddingCache` dicts). No weights: nothing to embed."""
+    p = section(params, "score", REQUIRED)
+    if not part:
+        return []
+    try:
+        model = load_model(rival_spec(p), RuntimeOptions.from_params(p))
+    except WeightsUnavailable:
+        return []  # reduce() decides (no_weights rows or an error)
+    cache = Cache([CACHE_PATH], None)
+    assert model.embed_images is not None
+    cache.ensure((model.spec.model, model.weights_id, "image"), {sha: path for sha, path in part}, model.embed_images)
+    return cache.new_rows()
+
+
 def run(params: dict[str, Any]) -> dict[str, Any]:
     """Stage entry point: swow_instances (ok rows) + accepted images -> scores (+ cache)."""
-    p = section(params, "score", ("model", "pretrained", "weights_path", "cache_dir", "allow_download", "require_weights", "batch_size", "threads", "loader_workers"))
+    return reduce(params, [work(params, part) for part in plan(params)])
+
+
+def reduce(params: dict[str, Any], results: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """Add the partitions' embeddings to the cache, then score every instance from it."""
+    p = section(params, "score", REQUIRED)
     spec = rival_spec(p)
-    instances = read_table(SWOW_INSTANCES_PATH, SwowInstances)
-    instances = instances[instances["status"] == "ok"]
-    images = accepted_images(read_table(OCR_PATH, Ocr))
+    instances, images = _inputs(p)
     cache = Cache([], CACHE_PATH)
+    for rows in results:
+        cache.add_rows(rows)
     model, reason = None, None
     t0 = time.perf_counter()
     if len(instances):

@@ -1,12 +1,13 @@
 """OCR text-image rejection: the rule on hand-made readings, and real EasyOCR (offline weights)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from schemas.ocr import Ocr
 from stages._io import validate
-from stages.ocr_filter import MatchRule, match_text, ocr_filter, targets
+from stages.ocr_filter import MatchRule, decide, match_text, targets
 from tests.conftest import IMAGES
 
 RULE = MatchRule(match_threshold=80, min_confidence=0.3, min_word_len=4)
@@ -38,56 +39,115 @@ def render(word: str, path):
     return str(path)
 
 
+def tables(cands: dict[str, list[str]], crawl_fail: dict[str, str] | None = None):
+    """(images, candidates) tables: each concept's candidate files in rank order (sha256 from the path)."""
+    import hashlib
+
+    crawl_fail = crawl_fail or {}
+    img_rows, cand_rows = [], []
+    for concept, paths in cands.items():
+        for rank, path in enumerate(paths, start=1):
+            cand_rows.append({"concept": concept, "rank": rank, "url": f"http://127.0.0.1/{concept}/{rank}", "status": "kept",
+                              "sha256": hashlib.sha256(str(path).encode()).hexdigest(), "path": str(path)})  # fmt: skip
+        img_rows.append({"concept": concept, "status": "ok", "reason": None})
+    for concept, status in crawl_fail.items():
+        img_rows.append({"concept": concept, "status": status, "reason": f"no local result for {concept}"})
+    return pd.DataFrame(img_rows), pd.DataFrame(cand_rows, columns=["concept", "rank", "url", "status", "sha256", "path"])
+
+
 @pytest.mark.slow
 def test_easyocr_rejects_rendered_library_and_keeps_photos(tmp_path, ocr_reader):
-    images = pd.DataFrame(
-        {
-            "concept": ["library", "cat", "moon", "unicorn"],
-            "status": ["ok", "ok", "ok", "no_results"],
-            "reason": [None, None, None, "no local result"],
-            "sha256": ["a" * 64, "b" * 64, "c" * 64, None],
-            "path": [render("LIBRARY", tmp_path / "lib.png"), str(IMAGES / "cat.png"), render("BRARY", tmp_path / "brary.png"), None],
-        }
+    images, cands = tables(
+        {"library": [render("LIBRARY", tmp_path / "lib.png")], "cat": [str(IMAGES / "cat.png")], "moon": [render("BRARY", tmp_path / "brary.png")]},
+        {"unicorn": "no_results"},
     )
     # moon's image reads "BRARY": unrelated text is not a reason to reject
-    out = validate(ocr_filter(images, ocr_reader, RULE, canvas_size=640), Ocr).set_index("concept")
+    out = validate(decide(images, cands, RULE, 640, {}, ocr_reader), Ocr).set_index("concept")
     assert out.loc["library", "status"] == "rejected_text"
     assert out.loc["library", "match_token"] == "library" and out.loc["library", "ocr_confidence"] > 0.5
     assert "LIBRARY" in out.loc["library", "ocr_text"].upper()
-    assert out.loc["cat", "status"] == "accepted" and pd.isna(out.loc["cat", "reason"])
+    assert out.loc["cat", "status"] == "accepted" and pd.isna(out.loc["cat", "reason"]) and out.loc["cat", "rank"] == 1
     assert out.loc["moon", "status"] == "accepted" and "BRARY" in out.loc["moon", "ocr_text"].upper()
     assert out.loc["unicorn", "status"] == "no_image" and "no_results" in out.loc["unicorn", "reason"]
 
 
 @pytest.mark.slow
 def test_easyocr_brary_image_is_rejected_for_library(tmp_path, ocr_reader):
-    images = pd.DataFrame({"concept": ["library"], "status": ["ok"], "reason": [None], "sha256": ["d" * 64], "path": [render("brary", tmp_path / "b.png")]})
-    out = ocr_filter(images, ocr_reader, RULE, canvas_size=640)
+    images, cands = tables({"library": [render("brary", tmp_path / "b.png")]})
+    out = decide(images, cands, RULE, 640, {}, ocr_reader)
     assert out.loc[0, "status"] == "rejected_text" and "brary" in out.loc[0, "reason"]
+
+
+@pytest.mark.slow
+def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reader):
+    """The stage's reader (batched detect, recognise only boxes) vs EasyOCR's own readtext."""
+    from stages.ocr_filter import load_for_ocr
+
+    words = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
+    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)] + [str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
+    arrays = [load_for_ocr(p, 640) for p in paths]
+    ours = ocr_reader(arrays, 640)
+    import easyocr_en_models
+    import easyocr
+
+    reader = easyocr.Reader(["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False)
+    for concept, arr, dets in zip(words + ["cat", "rocket"], arrays, ours):
+        ref = [(t, float(c)) for _, t, c in reader.readtext(arr, canvas_size=640)]
+        assert [t for t, _ in dets] == [t for t, _ in ref]
+        assert match_text(concept, dets, RULE) == match_text(concept, ref, RULE)
+
+
+def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
+    images, cands = tables({"library": ["l1.png", "l2.png", "l3.png"], "moon": ["m1.png", "m2.png"]})
+    texts = {"l1.png": [("LIBRARY", 0.9)], "l2.png": [("a tree", 0.9)], "l3.png": [], "m1.png": [("MOON", 0.95)], "m2.png": [("moon", 0.9)]}
+    read_log: list[list[str]] = []
+
+    def fake_read(arrays, canvas):
+        names = [a.tobytes().decode() for a in arrays]
+        read_log.append(names)
+        return [texts[n] for n in names]
+
+    import stages.ocr_filter as of
+
+    real_load = of.load_for_ocr
+    of.load_for_ocr = lambda path, canvas: np.frombuffer(path.encode(), dtype=np.uint8)
+    try:
+        out = validate(decide(images, cands, RULE, 640, {}, fake_read), Ocr).set_index("concept")
+    finally:
+        of.load_for_ocr = real_load
+    assert [sorted(b) for b in read_log] == [["l1.png", "m1.png"], ["l2.png", "m2.png"]]  # one batch per rank; l3 never read
+    assert out.loc["library", "status"] == "accepted" and out.loc["library", "rank"] == 2 and out.loc["library", "path"] == "l2.png"
+    assert out.loc["library", "candidates_read"] == 2 and "#1: OCR read 'library'" in out.loc["library", "reason"]
+    assert out.loc["moon", "status"] == "rejected_text" and out.loc["moon", "rank"] == 2  # every kept candidate showed the word
+    assert "#1" in out.loc["moon", "reason"] and "#2" in out.loc["moon", "reason"]
 
 
 def test_detections_are_cached_by_image_and_canvas(tmp_path):
     from stages.ocr_filter import load_cache, save_cache
 
-    images = pd.DataFrame({"concept": ["library", "cat"], "status": ["ok", "ok"], "reason": [None, None],
-                           "sha256": ["a" * 64, "b" * 64], "path": [render("LIBRARY", tmp_path / "l.png"), str(IMAGES / "cat.png")]})  # fmt: skip
+    images, cands = tables({"library": [render("LIBRARY", tmp_path / "l.png")], "cat": [str(IMAGES / "cat.png")]})
     calls = []
 
-    def fake_read(image, canvas):
-        calls.append(image.shape)
-        return [("LIBRARY", 0.99)] if len(calls) == 1 else []
+    def fake_read(arrays, canvas):
+        out = []
+        for a in arrays:
+            calls.append(a.shape)
+            out.append([("LIBRARY", 0.99)] if a.shape[0] == 240 else [])  # the 400x300 rendering at canvas 320
+        return out
 
     cache: dict = {}
-    first = ocr_filter(images, fake_read, RULE, 320, cache)
-    assert len(calls) == 2 and max(calls[0][:2]) <= 320  # downscaled to the canvas before OCR
+    first = decide(images, cands, RULE, 320, cache, fake_read)
+    assert len(calls) == 2 and all(max(c[:2]) <= 320 for c in calls)  # downscaled to the canvas before OCR
     assert first.set_index("concept").loc["library", "status"] == "rejected_text"
     path = str(tmp_path / "cache.parquet")
     save_cache(path, "engine-x", cache, load_cache(path, "engine-x")[1])
     cache2, _ = load_cache(path, "engine-x")
     strict = MatchRule(match_threshold=101, min_confidence=0.3, min_word_len=4)  # a rule change: no re-OCR
-    second = ocr_filter(images, lambda im, c: pytest.fail("should come from the cache"), strict, 320, cache2)
+    second = decide(images, cands, strict, 320, cache2, read=None)
     assert second.set_index("concept").loc["library", "status"] == "accepted"
     assert load_cache(path, "engine-y")[0] == {}  # another OCR engine does not reuse these
     calls.clear()
-    ocr_filter(images, fake_read, RULE, 640, cache2)  # another canvas size is another reading
+    decide(images, cands, RULE, 640, cache2, fake_read)  # another canvas size is another reading
     assert len(calls) == 2
+    with pytest.raises(KeyError, match="not in the OCR cache"):
+        decide(images, cands, RULE, 800, cache2, read=None)

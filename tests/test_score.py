@@ -191,9 +191,10 @@ def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, m
                               "num_associations": [2], "num_candidates": [5], "associations_mean_weight": [None]}),
                 score_candidates.SWOW_INSTANCES_PATH, SwowInstances)  # fmt: skip
     write_table(pd.DataFrame({"concept": ["rocket"], "sha256": ["a" * 64], "path": ["x.png"], "status": ["accepted"], "reason": [None],
-                              "ocr_text": [""], "ocr_confidence": [None], "match_token": [None], "match_score": [None]}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
+                              "ocr_text": [""], "ocr_confidence": [None], "match_token": [None], "match_score": [None], "source_url": ["u"],
+                              "rank": [1], "candidates_read": [1]}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
     params = {"score": {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": str(in_tmp / "empty-cache"),
-                        "allow_download": False, "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0}}  # fmt: skip
+                        "allow_download": False, "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0, "partition_size": 100}}  # fmt: skip
     with pytest.raises(WeightsUnavailable, match="weights_path"):
         score_candidates.run(params)
     assert not (in_tmp / score_candidates.SCORES_PATH).exists()  # nothing half-written

@@ -1,0 +1,164 @@
+"""Crawl throughput against a local Bing-like server on 127.0.0.1 (issue 3's targets).
+
+A separate server process serves 1,000 concepts' search pages (icrawler's Bing markup) and one
+distinct generated JPEG per concept. The stage's real code path (icrawler feeder -> BingParser ->
+downloader threads, retries, politeness gate, robots.txt, validation, sha256 + phash, journal)
+crawls them with 8 threads; in the same run a bare baseline downloads the same image URLs with
+``requests`` on 8 threads (no search, no validation). Then the crawl is re-run with the same
+params (nothing new: must take < 5 % of the first run).
+
+Usage (project root, venv):  python benchmarks/crawl.py [--concepts 1000] [--threads 8]
+Prints a table and writes benchmarks/results/crawl.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _image(i: int) -> bytes:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(i)
+    arr = (rng.random((24, 32, 3)) * 255).astype("uint8")  # distinct pictures: distinct perceptual hashes
+    buf = io.BytesIO()
+    Image.fromarray(arr).resize((256, 192), Image.Resampling.BILINEAR).save(buf, "JPEG", quality=85)
+    return buf.getvalue()
+
+
+def _serve(port_q: mp.Queue, n: int) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    images = {f"/img/{i}.jpg": _image(i) for i in range(n)}
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
+
+        def do_GET(self) -> None:  # noqa: N802
+            path, _, query = self.path.partition("?")
+            if path == "/images/async":
+                q = query.split("q=", 1)[1].split("&", 1)[0]
+                i = int(q.replace("concept+", ""))
+                body = (f'<html><body><div class="imgpt"><a m=\'{{"murl":"http://127.0.0.1:{port}/img/{i}.jpg"}}\' '
+                        f'href="#">x</a></div></body></html>').encode()  # fmt: skip
+                ctype = "text/html"
+            elif path in images:
+                body, ctype = images[path], "image/jpeg"
+            else:
+                body, ctype = b"", "text/plain"
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    server.daemon_threads = True
+    port = server.server_address[1]
+    port_q.put(port)
+    server.serve_forever()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concepts", type=int, default=1000)
+    ap.add_argument("--threads", type=int, default=8)
+    args = ap.parse_args()
+    n = args.concepts
+
+    import pandas as pd
+    import requests
+    import yaml
+
+    from stages.crawl_images import crawl
+
+    q: mp.Queue = mp.Queue()
+    server = mp.Process(target=_serve, args=(q, n), daemon=True)
+    server.start()
+    port = q.get(timeout=60)
+    base = f"http://127.0.0.1:{port}"
+    work = Path(tempfile.mkdtemp(prefix="gavil-crawl-bench-"))
+    os.chdir(work)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p = params["crawl"] | {
+        "source": "bing", "bing": {"endpoint": f"{base}/images/async"}, "threads": args.threads, "top_n": 1,
+        "allow_private_hosts": True,  # the benchmark's host is loopback
+        "per_host": {"max_connections": args.threads, "delay_s": 0.0},  # one host serves everything here
+    }  # fmt: skip
+    params["crawl"] = p
+    concepts = [f"concept {i}" for i in range(n)]
+    cf = pd.DataFrame({"concept": concepts, "status": ["ok"] * n, "reason": [None] * n})
+
+    # baseline: bare requests on the same number of threads, same image URLs
+    urls = [f"{base}/img/{i}.jpg" for i in range(n)]
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_maxsize=args.threads * 2)
+    session.mount("http://", adapter)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(args.threads) as pool:
+        sizes = list(pool.map(lambda u: len(session.get(u, timeout=10).content), urls))
+    t_bare = time.perf_counter() - t0
+    assert all(sizes)
+
+    t0 = time.perf_counter()
+    cands, images = crawl(cf, params)
+    t_first = time.perf_counter() - t0
+    ok = int((images["status"] == "ok").sum())
+    t0 = time.perf_counter()
+    _, again = crawl(cf, params)
+    t_rerun = time.perf_counter() - t0
+    assert again.equals(images)
+    server.terminate()
+
+    result = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "concepts": n,
+        "threads": args.threads,
+        "images_ok": ok,
+        "by_status": images["status"].value_counts().to_dict(),
+        "first_run_s": round(t_first, 2),
+        "images_per_s": round(ok / t_first, 1),
+        "seconds_per_concept": round(t_first / n, 4),
+        "bare_requests_s": round(t_bare, 2),
+        "bare_images_per_s": round(n / t_bare, 1),
+        "rerun_s": round(t_rerun, 3),
+        "rerun_fraction": round(t_rerun / t_first, 4),
+        "targets": {"images_per_s": ">= 100", "seconds_per_concept": "<= 0.2", "rerun_fraction": "< 0.05"},
+    }
+    print(f"{'measure':34s} {'value':>10s}  target")
+    print(f"{'crawl images/s (8 threads)':34s} {result['images_per_s']:10.1f}  >= 100")
+    print(f"{'seconds per concept (search+image)':34s} {result['seconds_per_concept']:10.4f}  <= 0.2")
+    print(f"{'bare requests images/s (baseline)':34s} {result['bare_images_per_s']:10.1f}")
+    print(f"{'re-run / first run':34s} {result['rerun_fraction']:10.4f}  < 0.05")
+    print(f"first run {result['first_run_s']} s, re-run {result['rerun_s']} s, statuses {result['by_status']}")
+    dest = ROOT / "benchmarks/results/crawl.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(result, indent=2) + "\n")
+    os.chdir(ROOT)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
