@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import multiprocessing as mp
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -28,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import machine, write_result  # noqa: E402
 
 
 def _image(i: int) -> bytes:
@@ -133,7 +133,7 @@ def main() -> None:
     server.terminate()
 
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
         "concepts": n,
         "threads": args.threads,
         "images_ok": ok,
@@ -155,9 +155,7 @@ def main() -> None:
     print(f"{'bare requests images/s (baseline)':34s} {result['bare_images_per_s']:10.1f}")
     print(f"{'re-run / first run':34s} {result['rerun_fraction']:10.4f}  < 0.05")
     print(f"first run {result['first_run_s']} s, re-run {result['rerun_s']} s, statuses {result['by_status']}")
-    dest = ROOT / "benchmarks/results/crawl.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("crawl", result)
     os.chdir(ROOT)
     shutil.rmtree(work, ignore_errors=True)
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import platform
 import random
 import sys
 import tempfile
@@ -19,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import machine, write_result  # noqa: E402
 
 WORDS = [f"w{i:04d}" for i in range(3000)]
 
@@ -72,7 +72,7 @@ def main() -> None:
     t_select = time.perf_counter() - t0
 
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
         "rows": rows,
         "instances": len(res.instances),
         "solves": len(res.solves),
@@ -86,9 +86,7 @@ def main() -> None:
     }
     print(f"{'rows':>8s} {'parse-only s':>13s} {'import s':>9s} {'ratio':>6s} {'select s':>9s} {'rejected':>9s}")
     print(f"{rows:8d} {t_parse:13.2f} {t_import:9.2f} {t_import / t_parse:6.2f} {t_select:9.2f} {len(res.rejects):9d}")
-    dest = ROOT / "benchmarks/results/import_batch.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("import_batch", result)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,6 @@ Prints a table and writes benchmarks/results/ocr.json.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import shutil
 import sys
@@ -27,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import machine, write_result  # noqa: E402
 
 WORDS = [
     "library", "coffee", "rocket", "moon", "horse", "bread", "garden", "castle", "pencil", "river", "tiger", "window",
@@ -116,7 +115,7 @@ def main() -> None:
     word_rejected_stage = sum(match_text(c, o, rule).rejected for c, _, o in words)
     photo_same = sum(match_text(c, d, rule).rejected == match_text(c, o, rule).rejected for c, d, o in photos)
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
         "images": len(items),
         "canvas_size": canvas,
         "default_readtext_s": round(t_default, 2),
@@ -138,9 +137,7 @@ def main() -> None:
     print(f"{'speedup (target >= 3)':38s} {result['speedup']:10.2f}")
     print(f"{'rendered words: same decision':38s} {word_same:>6d}/{len(words)}  (rejected: default {word_rejected_default}, stage {word_rejected_stage})")
     print(f"{'photos: same decision':38s} {photo_same:>6d}/{len(photos)}")
-    dest = ROOT / "benchmarks/results/ocr.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("ocr", result)
     shutil.rmtree(work, ignore_errors=True)
 
 

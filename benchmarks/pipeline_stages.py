@@ -7,9 +7,7 @@ Prints a table and writes benchmarks/results/pipeline_stages.json.
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -20,6 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import machine, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
     assert "Running stage" not in out.stdout
 
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": machine(),
         "stages": rows,
         "dvc_repro_first_s": round(t_first, 2),
         "dvc_repro_noop_s": round(t_noop, 2),
@@ -63,9 +63,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['stage']:22s} {r['seconds']:8.3f}")
     print(f"dvc repro: first {result['dvc_repro_first_s']} s, no-op {result['dvc_repro_noop_s']} s; peak RSS {result['peak_rss_mb']} MB")
-    dest = ROOT / "benchmarks/results/pipeline_stages.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("pipeline_stages", result)
     shutil.rmtree(work, ignore_errors=True)
 
 

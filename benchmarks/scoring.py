@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -29,6 +27,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import machine, write_result  # noqa: E402
 
 
 def make_images(d: Path, n: int, start: int = 0, size: int = 256) -> list[str]:
@@ -159,7 +159,7 @@ def main() -> None:
     mem = measure_memory(args, work)
 
     result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, CPU only",
+        "machine": machine("CPU only"),
         "model": f"{args.model} (random weights; speed does not depend on them)",
         "images": args.images,
         "bare_encode_image_s": round(t_bare, 2),
@@ -177,9 +177,7 @@ def main() -> None:
     for k, tgt in result["targets"].items():
         print(f"{k:38s} {result[k]:10.3f} {tgt:8}")
     print(f"bare loop {t_bare:.1f} s, stage {t_stage:.1f} s for {args.images} images ({args.images / t_stage:.1f} img/s)")
-    dest = ROOT / "benchmarks/results/scoring.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("scoring", result)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,13 @@ def read_table(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame
     return validate(df, model)
 
 
+def partitions(items: list[Any], size: int) -> list[list[Any]]:
+    """``items`` in consecutive chunks of ``size`` (at least 1); ``[[]]`` when empty, so a
+    partitioned stage always has one partition and its reduce still runs."""
+    size = max(1, int(size))
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
     h = hashlib.sha256()

@@ -72,7 +72,7 @@ from PIL import Image
 
 from schemas.crawl import Candidates, Images
 from schemas.profanity import ConceptFilter
-from stages._io import ParamsError, atomic_path, read_table, section, sha256_file, write_json, write_table
+from stages._io import ParamsError, atomic_path, partitions, read_table, section, sha256_file, write_json, write_table
 from stages._progress import progress
 from stages.filter_profanity import FILTER_PATH
 
@@ -513,7 +513,7 @@ class Fetcher(Keeper):
 
 def _crawler_classes() -> tuple[type, type, type, type, type]:
     """icrawler component subclasses (imported lazily: icrawler is only needed for crawling)."""
-    from icrawler import Crawler, Downloader, Feeder, Parser
+    from icrawler import Crawler, Downloader, Feeder
     from icrawler.builtin.bing import BingParser
     from icrawler.builtin.greedy import GreedyParser
 
@@ -597,11 +597,11 @@ def _crawler_classes() -> tuple[type, type, type, type, type]:
 class CrawlRun:
     """One crawl of some concepts from a web source with icrawler (search pages + downloads)."""
 
-    def __init__(self, cfg: CrawlConfig, journal: Journal, store_dir: Path, staging: Path) -> None:
-        self.cfg, self.journal = cfg, journal
-        self.searches, downloads = journal.load()
+    def __init__(
+        self, cfg: CrawlConfig, journal: Journal, searches: dict[str, dict], downloads: dict[str, dict], store_dir: Path, staging: Path
+    ) -> None:
+        self.cfg, self.journal, self.searches, self.downloads = cfg, journal, searches, downloads
         self.store_dir, self.staging = store_dir, staging
-        self.downloads = downloads
         self.pages: dict[str, str] = {}  # page url -> concept
         self._done = 0
         self._total = 0
@@ -741,9 +741,7 @@ def plan(params: dict[str, Any]) -> list[list[str]]:
     """The ok concepts of ``concept_filter``, in partitions of ``crawl.partition_size``."""
     p = section(params, "crawl", REQUIRED)
     cf = read_table(FILTER_PATH, ConceptFilter)
-    wanted = sorted(cf.loc[cf["status"] == "ok", "concept"])
-    size = max(1, int(p["partition_size"]))
-    return [wanted[i : i + size] for i in range(0, len(wanted), size)] or [[]]
+    return partitions(sorted(cf.loc[cf["status"] == "ok", "concept"]), p["partition_size"])
 
 
 def _clean_store(store: Path) -> None:
@@ -784,7 +782,7 @@ def work(params: dict[str, Any], concepts: list[str]) -> dict[str, int]:
                     for _ in progress(pool.map(one, todo), "crawl_images (local)", total=len(todo)):
                         pass
                 return {"concepts": len(concepts), "fetched": 0}
-            run = CrawlRun(cfg, journal, store, Path(tmpdir))
+            run = CrawlRun(cfg, journal, searches, downloads, store, Path(tmpdir))
             if cfg.source == "urllist":
                 cands = source_candidates("urllist", concepts, p, searches)
                 images = list(dict.fromkeys(u for urls, _ in cands.values() for u in urls if not reusable(downloads.get(u), cfg.check_key)))

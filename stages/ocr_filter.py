@@ -51,7 +51,7 @@ from rapidfuzz import fuzz
 
 from schemas.crawl import Candidates, Images
 from schemas.ocr import Ocr, OcrCache
-from stages._io import read_table, section, write_csv, write_json, write_table
+from stages._io import partitions, read_table, section, write_csv, write_json, write_table
 from stages._progress import progress
 from stages.crawl_images import CANDIDATES_PATH, IMAGES_PATH
 
@@ -294,9 +294,7 @@ def plan(params: dict[str, Any]) -> list[list[str]]:
     """Concepts with a crawled image, in partitions of ``ocr.partition_size``."""
     p = section(params, "ocr", REQUIRED)
     images = read_table(IMAGES_PATH, Images)
-    ok = sorted(images.loc[images["status"] == "ok", "concept"])
-    size = max(1, int(p["partition_size"]))
-    return [ok[i : i + size] for i in range(0, len(ok), size)] or [[]]
+    return partitions(sorted(images.loc[images["status"] == "ok", "concept"]), p["partition_size"])
 
 
 def work(params: dict[str, Any], concepts: list[str]) -> dict[str, list[list]]:

@@ -27,7 +27,7 @@ from schemas.instances import SwowInstances
 from schemas.ocr import Ocr
 from schemas.scores import Scores
 from stages._embeddings import Cache, score_instances
-from stages._io import read_table, section, write_json, write_table
+from stages._io import partitions, read_table, section, write_json, write_table
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.build_instances import SWOW_INSTANCES_PATH
 from stages.ocr_filter import OCR_PATH
@@ -67,9 +67,7 @@ def plan(params: dict[str, Any]) -> list[list[tuple[str, str]]]:
     ``score.partition_size`` images (each partition embeds what the cache lacks)."""
     p = section(params, "score", REQUIRED)
     instances, images = _inputs(p)
-    shas = sorted({images[c] for cands in instances["candidates"] for c in cands if c in images})
-    size = max(1, int(p["partition_size"]))
-    return [shas[i : i + size] for i in range(0, len(shas), size)] or [[]]
+    return partitions(sorted({images[c] for cands in instances["candidates"] for c in cands if c in images}), p["partition_size"])
 
 
 def work(params: dict[str, Any], part: list[tuple[str, str]]) -> list[dict[str, Any]]:
