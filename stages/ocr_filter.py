@@ -198,7 +198,7 @@ def decide(
             if read is None:
                 raise KeyError(f"{len(need)} image(s) not in the OCR cache")
             shas = sorted(need)
-            for i in range(0, len(shas), 64):
+            for i in progress(range(0, len(shas), 64), "ocr_filter (chunks of 64 images)", min_total=4):
                 part = shas[i : i + 64]
                 dets = read([load_for_ocr(need[s], canvas_size) for s in part], canvas_size)
                 cache.update({(s, canvas_size): d for s, d in zip(part, dets)})

@@ -314,19 +314,21 @@ def test_per_host_politeness(in_tmp, http_server):
 
     def img(i):
         def fn(req):
-            time.sleep(0.05)
+            time.sleep(0.02)
             send(req, jpeg_bytes((100 + i, 100), (i * 20, 50, 50)))
 
         return fn
 
     serve(routes, log, {f"/i{i}.jpg": img(i) for i in range(8)})
     (in_tmp / "map.json").write_text(json.dumps({f"c{i}": f"{base}/i{i}.jpg" for i in range(8)}))
-    p = params(source="urllist", urllist_path="map.json", threads=8, per_host={"max_connections": 1, "delay_s": 0.1}, respect_robots=False)
+    p = params(source="urllist", urllist_path="map.json", threads=8, per_host={"max_connections": 1, "delay_s": 0.2}, respect_robots=False)
     _, df = checked(crawl(cf(*[f"c{i}" for i in range(8)]), p))
     assert (df["status"] == "ok").all()
     assert log.max_inflight == 1  # 8 threads, but one connection to this host at a time
     starts = sorted(t for v in log.hits.values() for t in v)
-    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.09  # delay_s between request starts
+    # delay_s (0.2 s) between request starts; arrival jitter at the server is allowed for, while
+    # without the delay the gaps would be ~0.02 s (the handler's own time)
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.1
 
 
 def bing_page(urls):
