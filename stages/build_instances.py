@@ -72,32 +72,51 @@ def swow_instances(
     max_associations: int = 4,
     min_r123_count: int = 10,
 ) -> pd.DataFrame:
-    """One :class:`schemas.instances.SwowInstances` row per cue (ok or why not)."""
-    pool_set = set(pool)
-    responses_of = edges.groupby("cue")["response"].agg(set).to_dict()
+    """One :class:`schemas.instances.SwowInstances` row per cue (ok or why not), cues sorted.
+
+    Args:
+        edges: :class:`schemas.ingest.Edges` rows (cue, response, rank, r123_count may be null).
+        pool: accepted concepts (images that passed OCR, words that passed profanity).
+        profane: cues flagged by ``filter_profanity``.
+
+    Linear in the edges plus, per cue, its own responses: the distractors are drawn by index from
+    the sorted pool with the cue's responses skipped, never by materialising a per-cue copy of
+    the pool (at SWOW scale, 12,000 cues x 12,000 concepts, that copy took minutes).
+    """
+    pool_sorted = sorted(set(pool))
+    where = {c: i for i, c in enumerate(pool_sorted)}
+    e = edges.sort_values(["cue", "rank"], kind="stable")
+    eligible = (
+        e["response"].isin(pool_sorted)
+        & (e["r123_count"].isna() | (e["r123_count"].fillna(0) >= min_r123_count))
+        & (e["response"] != e["cue"])
+    )  # fmt: skip
+    strong = e[eligible].groupby("cue", sort=False).head(max_associations)
+    assoc_of = strong.groupby("cue", sort=False)["response"].agg(list).to_dict()
+    counts_of = strong.groupby("cue", sort=False)["r123_count"].agg(list).to_dict()
+    responses_of = e.groupby("cue", sort=False)["response"].agg(list).to_dict()
     rows = []
-    for cue, group in edges.sort_values(["cue", "rank"]).groupby("cue", sort=True):
+    for cue in sorted(responses_of):
         base = {"instance_id": f"swow:{cue}", "cue": cue, "associations": [], "candidates": [], "num_associations": 0, "num_candidates": 0, "associations_mean_weight": None}
         if cue in profane:
             rows.append({**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"})
             continue
-        strong = group[group["response"].isin(pool_set) & (group["r123_count"].isna() | (group["r123_count"].fillna(0) >= min_r123_count))]
-        strong = strong[strong["response"] != cue].head(max_associations)
-        assoc = strong["response"].tolist()
+        assoc = assoc_of.get(cue, [])
         if len(assoc) < 2:
             rows.append({**base, "status": "too_few_associations", "reason": f"{len(assoc)} response(s) with an accepted image (need 2)"})
             continue
         rng = _cue_rng(seed, cue)
         n = int(rng.choice([5, 6]))
         n = max(n, len(assoc) + 1)
-        distractor_pool = sorted(pool_set - responses_of.get(cue, set()) - {cue})
-        if len(distractor_pool) < n - len(assoc):
-            rows.append({**base, "associations": assoc, "num_associations": len(assoc), "status": "too_few_distractors", "reason": f"{len(distractor_pool)} distractors available, need {n - len(assoc)}"})
+        skipped = sorted({where[r] for r in [*responses_of[cue], cue] if r in where})  # pool positions that are not distractors
+        available = len(pool_sorted) - len(skipped)
+        if available < n - len(assoc):
+            rows.append({**base, "associations": assoc, "num_associations": len(assoc), "status": "too_few_distractors", "reason": f"{available} distractors available, need {n - len(assoc)}"})
             continue
-        distractors = [distractor_pool[j] for j in rng.choice(len(distractor_pool), size=n - len(assoc), replace=False)]
+        distractors = [pool_sorted[_skip(j, skipped)] for j in rng.choice(available, size=n - len(assoc), replace=False)]
         candidates = assoc + distractors
         candidates = [candidates[j] for j in rng.permutation(len(candidates))]
-        counts = strong["r123_count"]
+        counts = counts_of[cue]
         rows.append(
             {
                 **base,
@@ -107,10 +126,20 @@ def swow_instances(
                 "candidates": candidates,
                 "num_associations": len(assoc),
                 "num_candidates": len(candidates),
-                "associations_mean_weight": float(counts.mean()) if counts.notna().all() else None,
+                "associations_mean_weight": None if any(pd.isna(c) for c in counts) else float(pd.Series(counts, dtype=float).mean()),
             }
         )
     return pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
+
+
+def _skip(j: int, skipped: list[int]) -> int:
+    """Position in the sorted pool of the j-th (0-based) element that is not in ``skipped`` (sorted)."""
+    for s in skipped:
+        if s <= j:
+            j += 1
+        else:
+            break
+    return j
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:

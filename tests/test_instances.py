@@ -53,3 +53,18 @@ def test_too_few_distractors():
     e = edges([("x", "cat", 20), ("x", "moon", 20)])
     out = swow_instances(e, ["cat", "moon", "sun"], profane=set(), seed=1)
     assert out.loc[0, "status"] == "too_few_distractors"
+
+
+def test_distractors_cover_exactly_the_pool_minus_the_cues_responses():
+    # responses (and the cue itself) sit at the pool's start, middle and end: the index skipping
+    # must never hand one out as a distractor, and must reach every other concept
+    responses = ["astronaut", "brick", "clock", "coin", "page", "text"]
+    e = edges([("rocket", r, 30 - i) for i, r in enumerate(responses)])
+    seen: set[str] = set()
+    for seed in range(300):
+        row = swow_instances(e, POOL, profane=set(), seed=seed).iloc[0]
+        assert row["status"] == "ok" and row["associations"] == responses[:4]
+        distractors = set(row["candidates"]) - set(row["associations"])
+        assert len(distractors) == row["num_candidates"] - 4 and len(row["candidates"]) == len(set(row["candidates"]))
+        seen |= distractors
+    assert seen == set(POOL) - set(responses) - {"rocket"}
