@@ -64,9 +64,9 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
     StageSpec(
         "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
-        (ci.CANDIDATES_PATH, ci.IMAGES_PATH), ci.METRICS_PATH, ("schemas/crawl.py",), persist=(ci.JOURNAL_DIR,),
+        (ci.CANDIDATES_PATH, ci.IMAGES_PATH), ci.METRICS_PATH, ("schemas/crawl.py",),
         kept=(ci.STORE_DIR,), network=True,
-    ),  # fmt: skip
+    ),  # fmt: skip; the journal (ci.JOURNAL_DIR) is not an output: its segment names are per run, DVC leaves it alone
     StageSpec(
         "ocr_filter", ("ocr",), (ci.CANDIDATES_PATH, ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
         ("schemas/ocr.py", "stages/_torchvision_compat.py"), persist=(oc.CACHE_PATH,),
