@@ -19,17 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import copy_project, machine, tool_env, write_result  # noqa: E402
 
 
 def main() -> None:
     from stages.pipeline import STAGES, run_stage
 
     work = Path(tempfile.mkdtemp(prefix="gavil-bench-"))
-    for name in ("stages", "schemas", "flows", "data/sample"):
-        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, work / name)
+    copy_project(work)
     params = (work / "params.yaml").read_text().replace("allow_download: true", "allow_download: false")
     (work / "params.yaml").write_text(params)
     os.chdir(work)
@@ -43,7 +40,7 @@ def main() -> None:
     # DVC: a first repro (all stages) then a no-op repro
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         subprocess.run(cmd, check=True)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = tool_env()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "dvc", "repro", "-q"], check=True, env=env, capture_output=True)
     t_first = time.perf_counter() - t0

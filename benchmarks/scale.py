@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -53,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import copy_project, machine, tool_env, write_result  # noqa: E402
 
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
@@ -137,9 +136,7 @@ def make_project(dest: Path, n_concepts: int, tasks: int, model: str, seed: int 
     import yaml
 
     rng = random.Random(seed)
-    for name in ("stages", "schemas", "flows", "data/sample"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "dvc.yaml", dest / "dvc.yaml")
+    copy_project(dest, with_params=False)
     cues = pseudo_words(n_concepts, rng)
     others = pseudo_words(max(1000, n_concepts // 2), rng, set(cues))
     synth = dest / "data/synth"
@@ -200,8 +197,19 @@ _STAGE_CHILD = (
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
-            "GAVIL_ANNOTATOR_KEY": "scale-benchmark", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}  # fmt: skip
+    return tool_env(GAVIL_ANNOTATOR_KEY="scale-benchmark", PREFECT_SERVER_ANALYTICS_ENABLED="false")
+
+
+def _run_child(code: str, args: list[str], project: Path, what: str) -> dict[str, Any]:
+    """Run ``python -c code *args`` in ``project``; return the JSON it printed after ``@@``.
+
+    Raises:
+        RuntimeError: the child failed (with the end of its stderr).
+    """
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=project, env=_env(), capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-4000:]}")
+    return json.loads(next(line[2:] for line in out.stdout.splitlines() if line.startswith("@@")))
 
 
 def run_sequential(project: Path) -> tuple[list[dict[str, Any]], float, float]:
@@ -213,10 +221,7 @@ def run_sequential(project: Path) -> tuple[list[dict[str, Any]], float, float]:
     with TreeMemory() as mem:
         for s in STAGES:
             t = time.perf_counter()
-            out = subprocess.run([sys.executable, "-c", _STAGE_CHILD, s.name], cwd=project, env=_env(), capture_output=True, text=True)
-            if out.returncode:
-                raise RuntimeError(f"{s.name} failed:\n{out.stderr[-4000:]}")
-            child = json.loads(next(line[2:] for line in out.stdout.splitlines() if line.startswith("@@")))
+            child = _run_child(_STAGE_CHILD, [s.name], project, s.name)
             metrics = json.loads((project / s.metrics).read_text())
             rows.append({"stage": s.name, "seconds": round(time.perf_counter() - t, 2), "stage_seconds": child["seconds"],
                          "peak_rss_mb": round(child["peak_rss_mb"], 1), "summary": _summary(metrics)})  # fmt: skip
@@ -247,12 +252,8 @@ def run_dask(project: Path, workers: int) -> tuple[float, float, dict[str, Any]]
     pp.write_text(yaml.safe_dump(p, sort_keys=False))
     t0 = time.perf_counter()
     with TreeMemory() as mem:
-        out = subprocess.run([sys.executable, "-c", _FLOW_CHILD], cwd=project, env=_env(), capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    if out.returncode:
-        raise RuntimeError(f"dask flow failed:\n{out.stderr[-4000:]}")
-    stages = json.loads(next(line[2:] for line in out.stdout.splitlines() if line.startswith("@@")))
-    return seconds, mem.peak_mb, stages
+        stages = _run_child(_FLOW_CHILD, [], project, "dask flow")
+    return time.perf_counter() - t0, mem.peak_mb, stages
 
 
 def dvc_noop(project: Path) -> tuple[float, float]:

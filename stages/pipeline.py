@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,11 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("ingest_concepts", ("ingest",), ("${ingest.path}",), (ic.CONCEPTS_PATH, ic.EDGES_PATH), ic.METRICS_PATH, ("schemas/ingest.py",)),
     StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
     StageSpec(
+        # the journal (ci.JOURNAL_DIR) is not an output: its segments are named per run; DVC leaves it alone
         "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
         (ci.CANDIDATES_PATH, ci.IMAGES_PATH), ci.METRICS_PATH, ("schemas/crawl.py",),
         kept=(ci.STORE_DIR,), network=True,
-    ),  # fmt: skip; the journal (ci.JOURNAL_DIR) is not an output: its segment names are per run, DVC leaves it alone
+    ),  # fmt: skip
     StageSpec(
         "ocr_filter", ("ocr",), (ci.CANDIDATES_PATH, ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
         ("schemas/ocr.py", "stages/_torchvision_compat.py"), persist=(oc.CACHE_PATH,),
@@ -112,38 +114,49 @@ def upstream(spec: StageSpec) -> list[str]:
     return [s.name for s in STAGES if set(s.outs + s.persist + s.kept) & set(spec.inputs)]
 
 
-def run_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
-    """Run one stage in the current directory (the project root) and return its metrics.
+def _module(name: str) -> Any:
+    """The module ``stages.<name>`` of a registered stage.
 
     Raises:
         KeyError: unknown stage name (lists the known ones).
     """
     if name not in BY_NAME:
         raise KeyError(f"unknown stage {name!r}; stages: {', '.join(BY_NAME)}")
-    module = importlib.import_module(f"stages.{name}")
+    return importlib.import_module(f"stages.{name}")
+
+
+def _timed(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``call()``'s metrics with ``seconds`` (wall clock) added."""
     t0 = time.perf_counter()
-    metrics = module.run(load_params(params_path))
-    metrics = dict(metrics)
+    metrics = dict(call())
     metrics["seconds"] = round(time.perf_counter() - t0, 3)
     return metrics
+
+
+def run_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
+    """Run one stage in the current directory (the project root) and return its metrics.
+
+    Raises:
+        KeyError: unknown stage name (lists the known ones).
+    """
+    module = _module(name)
+    return _timed(lambda: module.run(load_params(params_path)))
 
 
 def plan_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> list[Any]:
     """A partitioned stage's partitions (run in the project root)."""
-    return importlib.import_module(f"stages.{name}").plan(load_params(params_path))
+    return _module(name).plan(load_params(params_path))
 
 
 def work_stage(name: str, part: Any, params_path: str | os.PathLike = "params.yaml") -> Any:
     """One partition of a partitioned stage; returns what its ``reduce`` needs."""
-    return importlib.import_module(f"stages.{name}").work(load_params(params_path), part)
+    return _module(name).work(load_params(params_path), part)
 
 
 def reduce_stage(name: str, results: list[Any], params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
     """Finish a partitioned stage from its partitions' results; returns its metrics."""
-    t0 = time.perf_counter()
-    metrics = dict(importlib.import_module(f"stages.{name}").reduce(load_params(params_path), results))
-    metrics["seconds"] = round(time.perf_counter() - t0, 3)
-    return metrics
+    module = _module(name)
+    return _timed(lambda: module.reduce(load_params(params_path), results))
 
 
 def dvc_yaml() -> str:
