@@ -127,11 +127,21 @@ def task_runner(params_path: str = "params.yaml") -> Any:
         raise ParamsError("prefect.task_runner.kind=dask needs the optional extra: pip install -e '.[dask]'") from e
     if p.get("dask_address"):
         return DaskTaskRunner(address=p["dask_address"])
+    workers, threads = int(p.get("dask_workers", 2)), int(p.get("dask_threads_per_worker", 1))
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
-        cluster_kwargs={"n_workers": int(p.get("dask_workers", 2)), "threads_per_worker": int(p.get("dask_threads_per_worker", 1)),
-                        "processes": True, "dashboard_address": None},
+        cluster_kwargs={"n_workers": workers, "threads_per_worker": threads, "processes": True, "dashboard_address": None,
+                        "env": {"OMP_NUM_THREADS": str(worker_cpu_share(workers, threads))}},
     )  # fmt: skip
+
+
+def worker_cpu_share(workers: int, threads_per_worker: int, cores: int | None = None) -> int:
+    """CPU threads one task may use on a local cluster: ``cores // (workers * threads_per_worker)``, at
+    least 1. Exported to the workers as ``OMP_NUM_THREADS``, which caps torch's threads in OCR and in the
+    models' ``threads`` (:func:`stages._models.thread_cap`), so 2 workers on 2 cores run 1 thread each
+    instead of 2 each (measured: ``benchmarks/scale.py --dask``)."""
+    cores = cores or len(os.sched_getaffinity(0))
+    return max(1, cores // max(1, workers * threads_per_worker))
 
 
 def task_options(spec: StageSpec, params_path: str) -> dict[str, Any]:

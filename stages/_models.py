@@ -72,6 +72,20 @@ class LoadedModel:
     embed_texts: Embedder
 
 
+def thread_cap() -> int | None:
+    """The process's share of CPU threads from ``OMP_NUM_THREADS`` (a positive integer), else None.
+
+    Dask's nanny sets it for every worker process (1 by default, ``distributed.nanny.pre-spawn-environ``;
+    the flow's local cluster sets cores // (workers x threads per worker)), so that workers sharing a
+    machine do not oversubscribe its cores.
+    """
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
 @dataclass(frozen=True)
 class RuntimeOptions:
     cache_dir: str | None = None
@@ -82,7 +96,10 @@ class RuntimeOptions:
 
     @staticmethod
     def from_params(p: dict[str, Any]) -> RuntimeOptions:
-        return RuntimeOptions(p.get("cache_dir"), bool(p["allow_download"]), int(p["batch_size"]), int(p["threads"]), int(p.get("loader_workers", 0)))
+        """From a stage's params (``threads`` capped by :func:`thread_cap`: torch intra-op threads)."""
+        threads = int(p["threads"])
+        cap = thread_cap()
+        return RuntimeOptions(p.get("cache_dir"), bool(p["allow_download"]), int(p["batch_size"]), min(threads, cap) if cap else threads, int(p.get("loader_workers", 0)))
 
 
 def limit_malloc_arenas(max_arenas: int = 2) -> bool:

@@ -31,6 +31,7 @@ from stages._io import partitions, read_table, section, write_json, write_table
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.build_instances import SWOW_INSTANCES_PATH
 from stages.ocr_filter import OCR_PATH
+from stages.winogavil import prompt_for_cue
 
 SCORES_PATH = "data/score/scores.parquet"
 CACHE_PATH = "data/cache/embeddings.parquet"
@@ -62,27 +63,50 @@ def _inputs(p: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]
     return instances[instances["status"] == "ok"], accepted_images(read_table(OCR_PATH, Ocr))
 
 
-def plan(params: dict[str, Any]) -> list[list[tuple[str, str]]]:
-    """The candidate images of the ok instances as (sha256, path), sorted, in partitions of
-    ``score.partition_size`` images (each partition embeds what the cache lacks)."""
+def plan(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The embedding work of the stage, in partitions the Prefect flow maps (on Dask if asked).
+
+    Returns:
+        ``{"kind": "image", "items": [(sha256, path), ...]}`` for the candidate images of the ok
+        instances, then ``{"kind": "text", "items": [prompt, ...]}`` for the prompts of the instances
+        whose candidates all have an accepted image (the only ones :func:`reduce` scores); each
+        sorted and cut into ``score.partition_size`` items. Text costs about as much as an image with
+        CLIP RN50 (a 12-layer transformer over 77 tokens), so prompts are partitioned too rather than
+        embedded in the one reduce task. Always at least one partition.
+    """
     p = section(params, "score", REQUIRED)
     instances, images = _inputs(p)
-    return partitions(sorted({images[c] for cands in instances["candidates"] for c in cands if c in images}), p["partition_size"])
+    shas = sorted({images[c] for cands in instances["candidates"] for c in cands if c in images})
+    prompts = sorted({prompt_for_cue(cue) for cue, cands in zip(instances["cue"], instances["candidates"]) if all(c in images for c in cands)})
+    parts = [{"kind": "image", "items": chunk} for chunk in partitions(shas, p["partition_size"]) if chunk]
+    parts += [{"kind": "text", "items": chunk} for chunk in partitions(prompts, p["partition_size"]) if chunk]
+    return parts or [{"kind": "image", "items": []}]
 
 
-def work(params: dict[str, Any], part: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """Embed one partition's images missing from the cache; returns new cache rows
-    (:class:`schemas.embeddings.EmbeddingCache` dicts). No weights: nothing to embed."""
+def work(params: dict[str, Any], part: dict[str, Any]) -> list[dict[str, Any]]:
+    """Embed one partition's images or prompts missing from the cache; returns new cache rows
+    (:class:`schemas.embeddings.EmbeddingCache` dicts). No weights: nothing to embed.
+
+    Raises:
+        ValueError: a partition of unknown kind (not made by :func:`plan`).
+    """
     p = section(params, "score", REQUIRED)
-    if not part:
+    kind, items = part["kind"], part["items"]
+    if kind not in ("image", "text"):
+        raise ValueError(f"score_candidates partition of kind {kind!r}: expected image or text")
+    if not items:
         return []
     try:
         model = load_model(rival_spec(p), RuntimeOptions.from_params(p))
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
     cache = Cache([CACHE_PATH], None)
-    assert model.embed_images is not None
-    cache.ensure((model.spec.model, model.weights_id, "image"), {sha: path for sha, path in part}, model.embed_images)
+    key = (model.spec.model, model.weights_id, kind)
+    if kind == "image":
+        assert model.embed_images is not None
+        cache.ensure(key, {sha: path for sha, path in items}, model.embed_images)
+    else:
+        cache.ensure(key, {prompt: prompt for prompt in items}, model.embed_texts)
     return cache.new_rows()
 
 

@@ -204,6 +204,21 @@ def test_dask_runner_gives_the_sequential_results(tmp_path, monkeypatch):
         assert json.loads(m.read_text()) == json.loads((dask / "data/metrics" / m.name).read_text()), m.name
 
 
+def test_local_dask_workers_share_the_cores(tmp_path):
+    """Each local Dask worker gets cores // (workers x threads) CPU threads (OMP_NUM_THREADS), never 0."""
+    pytest.importorskip("prefect_dask")
+    from flows.build import task_runner, worker_cpu_share
+
+    assert worker_cpu_share(2, 1, cores=2) == 1 and worker_cpu_share(2, 1, cores=16) == 8
+    assert worker_cpu_share(4, 1, cores=2) == 1 and worker_cpu_share(2, 2, cores=16) == 4
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["prefect"]["task_runner"] = {"kind": "dask", "dask_workers": 2, "dask_threads_per_worker": 1}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    kwargs = task_runner(str(path)).cluster_kwargs
+    assert kwargs["n_workers"] == 2 and kwargs["env"] == {"OMP_NUM_THREADS": str(worker_cpu_share(2, 1))}
+
+
 def test_network_stages_are_retried_and_every_stage_has_a_timeout():
     from flows.build import task_options
 

@@ -201,3 +201,58 @@ def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, m
     params["score"]["require_weights"] = False
     metrics = score_candidates.run(params)
     assert metrics["by_status"] == {"no_weights": 1} and "weights_path" in metrics["message"]
+
+
+def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp, monkeypatch):
+    """plan() splits images *and* prompts into partitions (prompts cost about what images cost with
+    RN50, so the flow maps them too); after the partitions ran, reduce() only looks up and ranks."""
+    import hashlib
+
+    from schemas.instances import SwowInstances
+    from schemas.ocr import Ocr
+    from stages import score_candidates
+    from stages._io import write_table
+
+    concepts = ["rocket", "cat", "moon", "coffee", "brick", "star"]  # "unicorn" has no accepted image
+    sha = {c: hashlib.sha256(c.encode()).hexdigest() for c in concepts}
+    n = len(INSTANCES)
+    write_table(INSTANCES.assign(status="ok", reason=None, num_associations=INSTANCES["associations"].map(len),
+                                 num_candidates=5, associations_mean_weight=None), score_candidates.SWOW_INSTANCES_PATH, SwowInstances)  # fmt: skip
+    write_table(pd.DataFrame({"concept": concepts, "sha256": [sha[c] for c in concepts], "path": [f"/imgs/{c}.png" for c in concepts],
+                              "status": "accepted", "reason": None, "ocr_text": "", "ocr_confidence": None, "match_token": None,
+                              "match_score": None, "source_url": "u", "rank": 1, "candidates_read": 1}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
+    assert n == 3
+    params = {"score": {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": None, "allow_download": False,
+                        "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0, "partition_size": 4}}  # fmt: skip
+
+    parts = score_candidates.plan(params)
+    by_path = sorted((sha[c], f"/imgs/{c}.png") for c in concepts)
+    # 6 candidate images in parts of 4, then the prompts of the two instances whose images all exist
+    assert parts == [{"kind": "image", "items": by_path[:4]}, {"kind": "image", "items": by_path[4:]},
+                     {"kind": "text", "items": ["A space", "An ocean"]}]  # fmt: skip
+    calls: list[list[str]] = []
+    monkeypatch.setattr(score_candidates, "load_model", lambda spec, opt: fake_model(calls=calls))
+    results = [score_candidates.work(params, part) for part in parts]
+    assert calls == [[p for _, p in by_path[:4]], [p for _, p in by_path[4:]], ["A space", "An ocean"]]
+    with pytest.raises(ValueError, match="kind 'audio'"):
+        score_candidates.work(params, {"kind": "audio", "items": ["x"]})
+
+    def refuse(keys):
+        raise AssertionError(f"reduce embedded {list(keys)}")
+
+    monkeypatch.setattr(score_candidates, "load_model", lambda spec, opt: LoadedModel(SPEC, "openai", False, refuse, refuse))
+    metrics = score_candidates.reduce(params, results)
+    assert metrics["by_status"] == {"missing_image": 1, "ok": 2} and metrics["embeddings_in_cache"] == 8
+    out = pd.read_parquet(score_candidates.SCORES_PATH).set_index("instance_id")
+    assert out.loc["swow:space", "predictions"].tolist() == ["moon", "rocket"]  # the same ranking as score_instances
+    assert out.loc["swow:night", "status"] == "missing_image"
+
+
+def test_omp_num_threads_caps_the_model_threads(monkeypatch):
+    """A Dask worker's OMP_NUM_THREADS (its share of the cores) caps score.threads; unset or junk: params rule."""
+    p = {"cache_dir": None, "allow_download": False, "batch_size": 8, "threads": 2}
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert RuntimeOptions.from_params(p).threads == 2
+    for env, expected in (("1", 1), ("8", 2), ("junk", 2), ("0", 2)):
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+        assert RuntimeOptions.from_params(p).threads == expected, env
