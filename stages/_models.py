@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -316,11 +317,38 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     return LoadedModel(spec, label, False, None, embed_texts)
 
 
+_LOADED: dict[tuple[Any, ...], LoadedModel] = {}  # the last model loaded in this process (see load_model)
+_LOADING = threading.Lock()  # Prefect's thread runner runs partitions in threads of one process
+
+
 def load_model(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     """Load ``spec`` (see module docstring).
+
+    The last model loaded is kept for this process, so the partitions of a stage (each a ``work``
+    call, in one process under ``dvc repro`` or in each Dask worker) load it once, not once per
+    partition (RN50: 1-8 s each). It is reloaded when the spec, the options or the weights file
+    (size, mtime, inode) change; one model at most is kept, so evaluating several models holds one.
 
     Raises:
         WeightsUnavailable: no weights could be had (message says how to provide them).
         ParamsError: unknown architecture/tag/kind, or a missing ``weights_path``.
     """
-    return _load_open_clip(spec, opt) if spec.kind == "open_clip" else _load_text(spec, opt)
+    key = (spec, opt, _file_identity(spec.weights_path))
+    with _LOADING:
+        if key in _LOADED:
+            import torch
+
+            torch.set_num_threads(opt.threads)  # another stage in this process may have set others
+            return _LOADED[key]
+        _LOADED.clear()  # free the previous model before loading the next
+        model = _load_open_clip(spec, opt) if spec.kind == "open_clip" else _load_text(spec, opt)
+        _LOADED[key] = model
+        return model
+
+
+def _file_identity(path: str | None) -> tuple[int, int, int] | None:
+    """(size, mtime in ns, inode) of a weights file, None for none (or a folder/missing path: loading decides)."""
+    if not path or not os.path.isfile(path):
+        return None
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino

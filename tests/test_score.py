@@ -170,6 +170,15 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
     assert from_st.weights_id != loaded.weights_id  # keyed by the file's own sha256
     assert np.allclose(from_st.embed_images(imgs[:1]), e1[:1], atol=1e-5)
 
+    # the last model is kept for the process (one load per stage, not per partition) ...
+    assert load_model(ModelSpec("s", "open_clip", "RN50", None, str(st_path)), P) is from_st
+    # ... until its weights file changes: other weights under the same path are loaded, not reused
+    torch.manual_seed(1)
+    save_file({k: v.contiguous() for k, v in open_clip.create_model("RN50", pretrained=None).state_dict().items()}, str(st_path))
+    changed = load_model(ModelSpec("s", "open_clip", "RN50", None, str(st_path)), P)
+    assert changed is not from_st and changed.weights_id != from_st.weights_id
+    assert not np.allclose(changed.embed_images(imgs[:1]), e1[:1], atol=1e-3)
+
 
 @pytest.mark.slow
 def test_text_only_baseline_runs_offline():
