@@ -21,8 +21,9 @@ Runs (each on a fresh copy of the generated project, so no cache is shared betwe
 1. **sequential**: each stage in DAG order in its own process (``run_stage``, what ``dvc repro``
    runs through ``gavil stage``); per stage: seconds and the process's peak RSS.
 2. **dask** (``--dask``): ``flows.build.run_flow`` with ``prefect.task_runner.kind: dask``
-   (a local cluster of 2 worker processes, 1 thread each), outside DVC; total seconds, and the
-   peak summed RSS of the whole process tree (flow, scheduler, workers), sampled every 0.25 s.
+   (a local cluster of 2 worker processes, 1 thread each), outside DVC; total seconds, the
+   peak summed RSS of the whole process tree (flow, scheduler, workers), sampled every 0.25 s,
+   and the flow run's timeline per stage and plan/work/reduce (``benchmarks/flow_timeline.py``).
 3. **no-op dvc repro**: in the sequential project, ``dvc commit`` records every stage's outputs,
    then ``dvc repro`` is timed (it must run nothing).
 
@@ -256,6 +257,20 @@ def run_dask(project: Path, workers: int) -> tuple[float, float, dict[str, Any]]
     return time.perf_counter() - t0, mem.peak_mb, stages
 
 
+def dask_timeline() -> list[dict[str, Any]]:
+    """The Dask flow run's timeline (benchmarks/flow_timeline.py) from the local Prefect API."""
+    import os
+
+    from benchmarks.flow_timeline import read_run, timeline
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    run, tasks = read_run(None)
+    rows = timeline(run.start_time, tasks)
+    for r in rows:
+        print(f"  {r['stage']:20s} {r['kind']:7s} {r['start_s']:8.1f} -> {r['end_s']:8.1f} s  {r['tasks']:4d} task(s), busy {r['busy_s']:8.1f} s", flush=True)
+    return rows
+
+
 def dvc_noop(project: Path) -> tuple[float, float]:
     """``dvc commit`` every stage's outputs, then time a ``dvc repro`` that must run nothing: (commit s, repro s)."""
     dvc = [sys.executable, "-m", "dvc"]
@@ -313,6 +328,7 @@ def main() -> None:
         t_dask, dask_mb, dask_stages = run_dask(dk, args.workers)
         result["dask"] = {"workers": args.workers, "threads_per_worker": 1, "total_s": round(t_dask, 1), "peak_tree_rss_mb_sampled": round(dask_mb, 1),
                           "reported_stage_seconds": dask_stages, "sequential_over_dask": round(t_seq / t_dask, 2)}  # fmt: skip
+        result["dask"]["timeline"] = dask_timeline()
         print(f"  dask flow {t_dask:.1f} s vs sequential {t_seq:.1f} s: ratio {t_seq / t_dask:.2f}; tree peak {dask_mb:.0f} MB", flush=True)
 
     print(f"\n{'stage':22s} {'seconds':>9s} {'peak RSS MB':>12s}")

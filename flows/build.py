@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,13 +84,15 @@ def stage_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True
 
 @task(name="plan", task_run_name="{name}:plan", cache_policy=NO_CACHE)
 def plan_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
-    """``{"skipped": metrics}`` when DVC says the stage is up to date, else ``{"parts": [...]}``."""
+    """``{"skipped": metrics}`` when DVC says the stage is up to date, else ``{"parts": [...],
+    "started_at": epoch seconds}`` (the stage's start, for its wall-clock time in reduce)."""
+    started_at = time.time()
     if use_dvc and params_path == "params.yaml" and dvc_up_to_date(name):
         get_run_logger().info("%s is up to date in DVC: skipped", name)
         return {"skipped": {**json.loads(Path(BY_NAME[name].metrics).read_text()), "skipped": True}}
     parts = plan_stage(name, params_path)
     get_run_logger().info("%s: %d partition(s)", name, len(parts))
-    return {"parts": parts}
+    return {"parts": parts, "started_at": started_at}
 
 
 @task(name="work", task_run_name="{name}:work", cache_policy=NO_CACHE)
@@ -99,9 +102,9 @@ def work_task(name: str, part: Any, params_path: str = "params.yaml") -> Any:
 
 
 @task(name="reduce", task_run_name="{name}:reduce", cache_policy=NO_CACHE)
-def reduce_task(name: str, results: list[Any], params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
-    """Finish a partitioned stage and record it in dvc.lock."""
-    metrics = reduce_stage(name, results, params_path)
+def reduce_task(name: str, results: list[Any], params_path: str = "params.yaml", use_dvc: bool = True, started_at: float | None = None) -> dict[str, Any]:
+    """Finish a partitioned stage and record it in dvc.lock (``seconds``: the whole stage since ``started_at``)."""
+    metrics = reduce_stage(name, results, params_path, started_at)
     if use_dvc and params_path == "params.yaml" and dvc_record(name):
         get_run_logger().info("%s recorded in dvc.lock", name)
     return {**metrics, "skipped": False}
@@ -188,7 +191,7 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
                 futures[spec.name] = _Done(planned["skipped"])
                 continue
             works = work_task.with_options(**opts).map(unmapped(spec.name), planned["parts"], unmapped(params_path))
-            futures[spec.name] = reduce_task.with_options(timeout_seconds=opts["timeout_seconds"]).submit(spec.name, works, params_path, use_dvc)
+            futures[spec.name] = reduce_task.with_options(timeout_seconds=opts["timeout_seconds"]).submit(spec.name, works, params_path, use_dvc, planned["started_at"])
     return {name: f.result() for name, f in futures.items()}
 
 

@@ -272,7 +272,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
         with torch.inference_mode():
             batches = prefetched(chunks, load_batch, opt.loader_workers)
-            for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=20)):
+            for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=2)):
                 out.append(torch.nn.functional.normalize(model.encode_image(batch).float(), dim=-1).numpy())
                 del batch
                 if i % 50 == 49:
@@ -282,7 +282,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         out = []
         with torch.inference_mode():
-            for i in range(0, len(texts), opt.batch_size):
+            for i in progress(range(0, len(texts), opt.batch_size), f"embed texts ({spec.name})", min_total=2):
                 e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])))
                 out.append(torch.nn.functional.normalize(e.float(), dim=-1).numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)

@@ -83,6 +83,12 @@ def test_dvc_repro_end_to_end(project):
     card = (d / "data/export/dataset/README.md").read_text()
     assert "CC-BY 4.0" in card and "De Deyne" in card and ">= 0.8" in card
 
+    timings = {p.stem: json.loads(p.read_text()) for p in (d / "data/metrics/timings").glob("*.json")}
+    assert set(timings) == {s.name for s in STAGES} and all(t["seconds"] >= 0 for t in timings.values())
+    shown = _run([sys.executable, "-m", "dvc", "metrics", "show"], d).stdout
+    assert "data/metrics/timings/ocr_filter.json" in shown and "seconds" in shown and "data/metrics/export.json" in shown
+    assert "timings" not in (d / "dvc.lock").read_text()  # not outputs: a re-run's new timings change nothing in DVC
+
     again = _run([sys.executable, "-m", "dvc", "repro"], d)
     assert again.returncode == 0 and "Running stage" not in again.stdout
     status = _run([sys.executable, "-m", "dvc", "status"], d)
@@ -94,6 +100,10 @@ def test_threshold_change_reruns_only_what_depends_on_the_selection(project):
     d, _ = project
     params_file = d / "params.yaml"
     original = params_file.read_text()
+    # the stages' metrics are committed with the run (as in this repository), so `dvc metrics diff` compares runs
+    (d / ".gitignore").write_text("/data/*\n!/data/metrics/\n/data/metrics/timings/\n")
+    assert _run(["git", "add", ".gitignore", "data/metrics", "dvc.lock", "dvc.yaml", "params.yaml"], d).returncode == 0
+    assert _run(["git", "commit", "-q", "-m", "run at 0.8"], d).returncode == 0
     try:
         params = yaml.safe_load(original)
         params["select"]["min_solver_jaccard"] = 0.9
@@ -102,6 +112,8 @@ def test_threshold_change_reruns_only_what_depends_on_the_selection(project):
         assert out.returncode == 0, out.stderr[-2000:]
         ran = [line.split("'")[1] for line in out.stdout.splitlines() if line.startswith("Running stage")]
         assert ran == ["select_instances", "export", "evaluate"]  # everything downstream of the selection, nothing upstream
+        diff = _run([sys.executable, "-m", "dvc", "metrics", "diff", "--json"], d)
+        assert json.loads(diff.stdout)["data/metrics/export.json"]["instances"] == {"old": 3563, "new": 3387, "diff": -176}, diff.stdout[-2000:]
         q = _run(["gavil", "query", "select count(*) as n, min(solvers_jaccard_mean) as m from benchmark", "--format", "json"], d)
         assert json.loads(q.stdout) == [{"n": 3387, "m": 1.0}]
     finally:
@@ -145,6 +157,8 @@ def test_prefect_flow_runs_the_same_stages(project, monkeypatch):
             result = build_benchmark(use_dvc=False)
             assert set(result) == {s.name for s in STAGES} and not any(m["skipped"] for m in result.values())
             assert result["export"]["instances"] == 3563 and result["score_candidates"]["by_status"] == {"no_weights": 2}
+            ocr = result["ocr_filter"]  # partitioned: seconds is the whole stage (plan, partitions, reduce)
+            assert ocr["seconds"] >= ocr["reduce_seconds"] and json.loads((d / "data/metrics/timings/ocr_filter.json").read_text())["partitions"] == 1
             assert "up to date" in _run([sys.executable, "-m", "dvc", "status"], d).stdout
             # 2. with DVC: nothing changed, so every stage is skipped
             result = build_benchmark()
@@ -217,6 +231,25 @@ def test_local_dask_workers_share_the_cores(tmp_path):
     path.write_text(yaml.safe_dump(params))
     kwargs = task_runner(str(path)).cluster_kwargs
     assert kwargs["n_workers"] == 2 and kwargs["env"] == {"OMP_NUM_THREADS": str(worker_cpu_share(2, 1))}
+
+
+def test_progress_lines_show_done_total_elapsed_eta_and_rate(capsys):
+    """Long loops print plain lines (console and Prefect logs alike); short loops stay silent."""
+    import time
+
+    from stages._progress import progress
+
+    def slow():
+        for i in range(6):
+            time.sleep(0.02)
+            yield i
+
+    assert list(progress(slow(), "demo", total=6, interval=0.01, min_total=2)) == list(range(6))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) >= 2 and all(line.startswith("demo: ") for line in lines)
+    last = lines[-1]
+    assert "100%" in last and "6/6" in last and "<" in last and ("it/s" in last or "s/it" in last), last  # [elapsed<ETA, rate]
+    assert list(progress(range(1), "short", min_total=2)) == [0] and capsys.readouterr().out == ""
 
 
 def test_network_stages_are_retried_and_every_stage_has_a_timeout():

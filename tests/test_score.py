@@ -139,7 +139,7 @@ def test_bad_params_are_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
+def test_untrained_and_local_weights_file_run_the_real_model(tmp_path, capsys):
     """open_clip RN50 with random weights, then the same weights from a local file: same embeddings."""
     import open_clip
     import torch
@@ -153,6 +153,9 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path):
     e1 = rnd.embed_images(imgs)  # 2 batches, the second decoded on a prefetch thread
     assert e1.shape == (3, 1024) and np.allclose(np.linalg.norm(e1, axis=1), 1, atol=1e-5)
     assert rnd.embed_texts(["A cat"]).shape == (1, 1024)
+    capsys.readouterr()
+    assert rnd.embed_texts(["A cat", "A dog", "A moon"]).shape == (3, 1024)  # 2 batches of 2: progress lines
+    assert "embed texts (r): 100%" in capsys.readouterr().out
 
     torch.manual_seed(0)
     model = open_clip.create_model("RN50", pretrained=None)
