@@ -40,4 +40,9 @@ def copy_project(dest: Path, with_params: bool = True) -> Path:
 def tool_env(**extra: str) -> dict[str, str]:
     """The environment for child processes: this venv's bin first on PATH (``gavil``, ``dvc``),
     DVC analytics off, plus ``extra``."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1", **extra}
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "DVC_NO_ANALYTICS": "1",
+        **extra,
+    }

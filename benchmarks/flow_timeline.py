@@ -36,13 +36,19 @@ def timeline(flow_start: datetime, tasks: list[tuple[str, datetime | None, datet
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for name, start, end in sorted((t for t in tasks if t[1] and t[2]), key=lambda t: t[1]):
         stage, _, kind = name.partition(":")
-        g = groups.setdefault((stage, kind or "stage"), {"stage": stage, "kind": kind or "stage", "start_s": None, "end_s": 0.0, "tasks": 0, "busy_s": 0.0})
+        g = groups.setdefault(
+            (stage, kind or "stage"),
+            {"stage": stage, "kind": kind or "stage", "start_s": None, "end_s": 0.0, "tasks": 0, "busy_s": 0.0},
+        )
         s, e = (start - flow_start).total_seconds(), (end - flow_start).total_seconds()
         g["start_s"] = s if g["start_s"] is None else min(g["start_s"], s)
         g["end_s"] = max(g["end_s"], e)
         g["tasks"] += 1
         g["busy_s"] += e - s
-    return [{**g, "start_s": round(g["start_s"], 1), "end_s": round(g["end_s"], 1), "busy_s": round(g["busy_s"], 1)} for g in groups.values()]
+    return [
+        {**g, "start_s": round(g["start_s"], 1), "end_s": round(g["end_s"], 1), "busy_s": round(g["busy_s"], 1)}
+        for g in groups.values()
+    ]
 
 
 def read_run(flow_run_id: str | None) -> tuple[Any, list[tuple[str, datetime | None, datetime | None]]]:
@@ -54,7 +60,13 @@ def read_run(flow_run_id: str | None) -> tuple[Any, list[tuple[str, datetime | N
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterId, FlowRunFilterStateType
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterId,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
@@ -62,9 +74,12 @@ def read_run(flow_run_id: str | None) -> tuple[Any, list[tuple[str, datetime | N
         if flow_run_id:
             run = client.read_flow_run(UUID(flow_run_id))
         else:
-            runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["winogavil-build"])),
-                                         flow_run_filter=FlowRunFilter(state=dict(type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))),
-                                         sort=FlowRunSort.START_TIME_DESC, limit=1)  # fmt: skip
+            runs = client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=["winogavil-build"])),
+                flow_run_filter=FlowRunFilter(state=dict(type=FlowRunFilterStateType(any_=[StateType.COMPLETED]))),
+                sort=FlowRunSort.START_TIME_DESC,
+                limit=1,
+            )
             if not runs:
                 raise SystemExit("no completed winogavil-build flow run on this Prefect API")
             run = runs[0]
@@ -83,8 +98,19 @@ def main() -> None:
     print(f"flow run {run.name} ({run.id}): {total:.1f} s, {len(tasks)} task runs")
     print(f"{'stage':20s} {'kind':7s} {'start s':>8s} {'end s':>8s} {'tasks':>6s} {'busy s':>8s}")
     for r in rows:
-        print(f"{r['stage']:20s} {r['kind']:7s} {r['start_s']:8.1f} {r['end_s']:8.1f} {r['tasks']:6d} {r['busy_s']:8.1f}")
-    write_result(args.out, {"machine": machine(), "flow_run": str(run.id), "flow_run_name": run.name, "total_s": round(total, 1), "groups": rows})
+        print(
+            f"{r['stage']:20s} {r['kind']:7s} {r['start_s']:8.1f} {r['end_s']:8.1f} {r['tasks']:6d} {r['busy_s']:8.1f}"
+        )
+    write_result(
+        args.out,
+        {
+            "machine": machine(),
+            "flow_run": str(run.id),
+            "flow_run_name": run.name,
+            "total_s": round(total, 1),
+            "groups": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,17 @@ def make_batch(d: Path, tasks: int = 12_500, seed: int = 0) -> int:
                 assoc = rng.sample(cands, k)
                 iid = f"t{t}-{k_i}"
                 cue = f"cue{t}x{k_i}" if rng.random() > 0.01 else "two words"  # 1 % invalid cues
-                c.writerow([iid, f"t{t}", f"spy{t % 300}", cue, json.dumps(cands), json.dumps(assoc), rng.choice([0, 50, 67, 100])])
+                c.writerow(
+                    [
+                        iid,
+                        f"t{t}",
+                        f"spy{t % 300}",
+                        cue,
+                        json.dumps(cands),
+                        json.dumps(assoc),
+                        rng.choice([0, 50, 67, 100]),
+                    ]
+                )
                 rows += 1
                 for solver in range(3):
                     sel = assoc if rng.random() < 0.8 else rng.sample(cands, k)

@@ -29,10 +29,37 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import machine, write_result  # noqa: E402
 
 WORDS = [
-    "library", "coffee", "rocket", "moon", "horse", "bread", "garden", "castle", "pencil", "river", "tiger", "window",
-    "guitar", "candle", "bridge", "forest", "orange", "camera", "anchor", "dragon", "school", "summer", "winter", "planet",
-    "button", "mirror", "jacket", "violin", "desert", "island",
-]  # fmt: skip
+    "library",
+    "coffee",
+    "rocket",
+    "moon",
+    "horse",
+    "bread",
+    "garden",
+    "castle",
+    "pencil",
+    "river",
+    "tiger",
+    "window",
+    "guitar",
+    "candle",
+    "bridge",
+    "forest",
+    "orange",
+    "camera",
+    "anchor",
+    "dragon",
+    "school",
+    "summer",
+    "winter",
+    "planet",
+    "button",
+    "mirror",
+    "jacket",
+    "violin",
+    "desert",
+    "island",
+]
 
 
 def make_images(d: Path, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
@@ -67,7 +94,9 @@ def make_images(d: Path, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
         draw = ImageDraw.Draw(im)
         box = draw.textbbox((0, 0), text, font=font)
         tw, th = box[2] - box[0], box[3] - box[1]
-        draw.text((rng.randint(10, max(11, W - 10 - tw)), rng.randint(10, max(11, H - 10 - th))), text, fill=fg, font=font)
+        draw.text(
+            (rng.randint(10, max(11, W - 10 - tw)), rng.randint(10, max(11, H - 10 - th))), text, fill=fg, font=font
+        )
         path = d / f"word-{i:03d}.png"
         im.save(path)
         out.append(("word", word, str(path)))
@@ -95,7 +124,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-bench-"))
     items = make_images(work, args.images)
 
-    default_reader = easyocr.Reader(["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False)
+    default_reader = easyocr.Reader(
+        ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
+    )
     stage_read = make_reader(gpu=False, batch_size=int(p["batch_size"]))
 
     # Interleaved in chunks of 20 (default on a chunk, then the stage on the same chunk), so that
@@ -111,7 +142,9 @@ def main() -> None:
         t0 = time.perf_counter()
         ours += stage_read([load_for_ocr(path, canvas) for _, _, path in chunk], canvas)
         t_stage += time.perf_counter() - t0
-        print(f"ocr bench: {len(ours)}/{len(items)} images, default {t_default:.0f} s, stage {t_stage:.0f} s", flush=True)
+        print(
+            f"ocr bench: {len(ours)}/{len(items)} images, default {t_default:.0f} s, stage {t_stage:.0f} s", flush=True
+        )
 
     words = [(c, d, o) for (kind, c, _), d, o in zip(items, default, ours) if kind == "word"]
     photos = [(c, d, o) for (kind, c, _), d, o in zip(items, default, ours) if kind == "photo"]
@@ -140,7 +173,9 @@ def main() -> None:
     print(f"{'default readtext images/s':38s} {result['default_images_per_s']:10.3f}")
     print(f"{'stage reader images/s':38s} {result['stage_images_per_s']:10.3f}")
     print(f"{'speedup (target >= 3)':38s} {result['speedup']:10.2f}")
-    print(f"{'rendered words: same decision':38s} {word_same:>6d}/{len(words)}  (rejected: default {word_rejected_default}, stage {word_rejected_stage})")
+    print(
+        f"{'rendered words: same decision':38s} {word_same:>6d}/{len(words)}  (rejected: default {word_rejected_default}, stage {word_rejected_stage})"
+    )
     print(f"{'photos: same decision':38s} {photo_same:>6d}/{len(photos)}")
     write_result("ocr", result)
     shutil.rmtree(work, ignore_errors=True)

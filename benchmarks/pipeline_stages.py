@@ -35,7 +35,15 @@ def main() -> None:
     for s in STAGES:
         t0 = time.perf_counter()
         m = run_stage(s.name)
-        rows.append({"stage": s.name, "seconds": round(time.perf_counter() - t0, 3), "summary": {k: v for k, v in m.items() if k in ("concepts", "images", "instances", "by_status", "edges")}})
+        rows.append(
+            {
+                "stage": s.name,
+                "seconds": round(time.perf_counter() - t0, 3),
+                "summary": {
+                    k: v for k, v in m.items() if k in ("concepts", "images", "instances", "by_status", "edges")
+                },
+            }
+        )
 
     # DVC: a first repro (all stages) then a no-op repro
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
@@ -59,7 +67,9 @@ def main() -> None:
     print(f"{'stage':22s} {'seconds':>8s}")
     for r in rows:
         print(f"{r['stage']:22s} {r['seconds']:8.3f}")
-    print(f"dvc repro: first {result['dvc_repro_first_s']} s, no-op {result['dvc_repro_noop_s']} s; peak RSS {result['peak_rss_mb']} MB")
+    print(
+        f"dvc repro: first {result['dvc_repro_first_s']} s, no-op {result['dvc_repro_noop_s']} s; peak RSS {result['peak_rss_mb']} MB"
+    )
     write_result("pipeline_stages", result)
     shutil.rmtree(work, ignore_errors=True)
 

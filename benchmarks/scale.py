@@ -123,7 +123,17 @@ def write_raw_batch(folder: Path, concepts: list[str], tasks: int, rng: random.R
                 k = rng.randint(*k_limits[n])
                 assoc = rng.sample(cands, k)
                 iid = f"t{t:05d}-{j + 1}"
-                c.writerow([iid, f"t{t:05d}", f"spy{t % 300:03d}", cue, json.dumps(cands), json.dumps(assoc), rng.choice((0, 33, 50, 67, 100))])
+                c.writerow(
+                    [
+                        iid,
+                        f"t{t:05d}",
+                        f"spy{t % 300:03d}",
+                        cue,
+                        json.dumps(cands),
+                        json.dumps(assoc),
+                        rng.choice((0, 33, 50, 67, 100)),
+                    ]
+                )
                 n_inst += 1
                 for solver in rng.sample(range(1000), 3):
                     sel = assoc if rng.random() < 0.8 else rng.sample(cands, k)
@@ -151,10 +161,25 @@ def make_project(dest: Path, n_concepts: int, tasks: int, model: str, seed: int 
     p["crawl"] |= {"source": "local", "local_dir": "data/synth/images"}
     p["score"] |= {"model": model, "pretrained": None, "weights_path": None, "allow_download": False}
     p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
-    p["evaluate"]["models"] = [{"name": f"{model.lower()}-untrained", "kind": "open_clip", "model": model, "pretrained": None, "weights_path": None}]
+    p["evaluate"]["models"] = [
+        {
+            "name": f"{model.lower()}-untrained",
+            "kind": "open_clip",
+            "model": model,
+            "pretrained": None,
+            "weights_path": None,
+        }
+    ]
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
-    return {"concepts": n_concepts, "swow_edges": edges, "images": n_concepts, "images_with_text": with_text,
-            "instances": n_inst, "solves": n_solve, "model": f"{model} (random weights)"}  # fmt: skip
+    return {
+        "concepts": n_concepts,
+        "swow_edges": edges,
+        "images": n_concepts,
+        "images_with_text": with_text,
+        "instances": n_inst,
+        "solves": n_solve,
+        "model": f"{model} (random weights)",
+    }
 
 
 class TreeMemory:
@@ -224,9 +249,19 @@ def run_sequential(project: Path) -> tuple[list[dict[str, Any]], float, float]:
             t = time.perf_counter()
             child = _run_child(_STAGE_CHILD, [s.name], project, s.name)
             metrics = json.loads((project / s.metrics).read_text())
-            rows.append({"stage": s.name, "seconds": round(time.perf_counter() - t, 2), "stage_seconds": child["seconds"],
-                         "peak_rss_mb": round(child["peak_rss_mb"], 1), "summary": _summary(metrics)})  # fmt: skip
-            print(f"  {s.name:20s} {rows[-1]['seconds']:9.2f} s  {rows[-1]['peak_rss_mb']:8.1f} MB  {rows[-1]['summary']}", flush=True)
+            rows.append(
+                {
+                    "stage": s.name,
+                    "seconds": round(time.perf_counter() - t, 2),
+                    "stage_seconds": child["seconds"],
+                    "peak_rss_mb": round(child["peak_rss_mb"], 1),
+                    "summary": _summary(metrics),
+                }
+            )
+            print(
+                f"  {s.name:20s} {rows[-1]['seconds']:9.2f} s  {rows[-1]['peak_rss_mb']:8.1f} MB  {rows[-1]['summary']}",
+                flush=True,
+            )
     return rows, time.perf_counter() - t0, mem.peak_mb
 
 
@@ -249,7 +284,12 @@ def run_dask(project: Path, workers: int) -> tuple[float, float, dict[str, Any]]
 
     pp = project / "params.yaml"
     p = yaml.safe_load(pp.read_text())
-    p["prefect"]["task_runner"] |= {"kind": "dask", "dask_workers": workers, "dask_threads_per_worker": 1, "dask_address": None}
+    p["prefect"]["task_runner"] |= {
+        "kind": "dask",
+        "dask_workers": workers,
+        "dask_threads_per_worker": 1,
+        "dask_address": None,
+    }
     pp.write_text(yaml.safe_dump(p, sort_keys=False))
     t0 = time.perf_counter()
     with TreeMemory() as mem:
@@ -267,7 +307,10 @@ def dask_timeline() -> list[dict[str, Any]]:
     run, tasks = read_run(None)
     rows = timeline(run.start_time, tasks)
     for r in rows:
-        print(f"  {r['stage']:20s} {r['kind']:7s} {r['start_s']:8.1f} -> {r['end_s']:8.1f} s  {r['tasks']:4d} task(s), busy {r['busy_s']:8.1f} s", flush=True)
+        print(
+            f"  {r['stage']:20s} {r['kind']:7s} {r['start_s']:8.1f} -> {r['end_s']:8.1f} s  {r['tasks']:4d} task(s), busy {r['busy_s']:8.1f} s",
+            flush=True,
+        )
     return rows
 
 
@@ -315,8 +358,12 @@ def main() -> None:
         "machine": machine(),
         "generated": generated,
         "generate_s": round(t_generate, 1),
-        "sequential": {"stages": rows, "total_s": round(t_seq, 1), "peak_stage_rss_mb": max(r["peak_rss_mb"] for r in rows),
-                       "peak_tree_rss_mb_sampled": round(seq_tree_mb, 1)},  # fmt: skip
+        "sequential": {
+            "stages": rows,
+            "total_s": round(t_seq, 1),
+            "peak_stage_rss_mb": max(r["peak_rss_mb"] for r in rows),
+            "peak_tree_rss_mb_sampled": round(seq_tree_mb, 1),
+        },
         "dvc_commit_s": round(t_commit, 1),
         "dvc_repro_noop_s": round(t_noop, 2),
         "targets": {"peak_memory_mb": "< 4096", "dvc_repro_noop_s": "< 5"},
@@ -326,18 +373,31 @@ def main() -> None:
         shutil.copytree(base / "template", dk)
         print(f"Prefect flow on a {args.workers}-worker local Dask cluster:", flush=True)
         t_dask, dask_mb, dask_stages = run_dask(dk, args.workers)
-        result["dask"] = {"workers": args.workers, "threads_per_worker": 1, "total_s": round(t_dask, 1), "peak_tree_rss_mb_sampled": round(dask_mb, 1),
-                          "reported_stage_seconds": dask_stages, "sequential_over_dask": round(t_seq / t_dask, 2)}  # fmt: skip
+        result["dask"] = {
+            "workers": args.workers,
+            "threads_per_worker": 1,
+            "total_s": round(t_dask, 1),
+            "peak_tree_rss_mb_sampled": round(dask_mb, 1),
+            "reported_stage_seconds": dask_stages,
+            "sequential_over_dask": round(t_seq / t_dask, 2),
+        }
         result["dask"]["timeline"] = dask_timeline()
-        print(f"  dask flow {t_dask:.1f} s vs sequential {t_seq:.1f} s: ratio {t_seq / t_dask:.2f}; tree peak {dask_mb:.0f} MB", flush=True)
+        print(
+            f"  dask flow {t_dask:.1f} s vs sequential {t_seq:.1f} s: ratio {t_seq / t_dask:.2f}; tree peak {dask_mb:.0f} MB",
+            flush=True,
+        )
 
     print(f"\n{'stage':22s} {'seconds':>9s} {'peak RSS MB':>12s}")
     for r in rows:
         print(f"{r['stage']:22s} {r['seconds']:9.2f} {r['peak_rss_mb']:12.1f}")
-    print(f"{'total (sequential)':22s} {t_seq:9.1f} {result['sequential']['peak_stage_rss_mb']:12.1f}  (tree sampled {seq_tree_mb:.0f} MB)")
+    print(
+        f"{'total (sequential)':22s} {t_seq:9.1f} {result['sequential']['peak_stage_rss_mb']:12.1f}  (tree sampled {seq_tree_mb:.0f} MB)"
+    )
     print(f"no-op dvc repro {t_noop:.2f} s (target < 5)")
     if args.dask:
-        print(f"dask ({args.workers} workers) {result['dask']['total_s']} s; sequential / dask = {result['dask']['sequential_over_dask']}")
+        print(
+            f"dask ({args.workers} workers) {result['dask']['total_s']} s; sequential / dask = {result['dask']['sequential_over_dask']}"
+        )
     write_result(args.out, result)
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)

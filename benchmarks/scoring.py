@@ -60,7 +60,9 @@ def memory_child(model_name: str, n: int, workdir: str) -> None:
     from stages._models import ModelSpec, RuntimeOptions, load_model
 
     paths = sorted(str(p) for p in (Path(workdir) / "mem").glob("*.jpg"))[:n]  # made by the parent, not here
-    model = load_model(ModelSpec("bench", "open_clip", model_name, None), RuntimeOptions(batch_size=32, threads=2, loader_workers=1))
+    model = load_model(
+        ModelSpec("bench", "open_clip", model_name, None), RuntimeOptions(batch_size=32, threads=2, loader_workers=1)
+    )
     cache = Cache([], Path(workdir) / "mem_cache.parquet")
     t = stage_embed(model, paths, cache)
     cache.save()
@@ -71,10 +73,28 @@ def measure_memory(args: argparse.Namespace, work: Path) -> dict:
     """4. Peak RSS of a fresh process that embeds ``args.memory_images`` images (made beforehand,
     in this process, so image generation does not count)."""
     make_images(work / "mem", args.memory_images, start=100_000, size=128)
-    out = subprocess.run([sys.executable, __file__, "--child", "--model", args.model, "--memory-images", str(args.memory_images), "--workdir", str(work)],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--model",
+            args.model,
+            "--memory-images",
+            str(args.memory_images),
+            "--workdir",
+            str(work),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     mem = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"memory_images": args.memory_images, "memory_embed_s": round(mem["seconds"], 1), "memory_peak_rss_mb": round(mem["peak_rss_mb"], 1)}
+    return {
+        "memory_images": args.memory_images,
+        "memory_embed_s": round(mem["seconds"], 1),
+        "memory_peak_rss_mb": round(mem["peak_rss_mb"], 1),
+    }
 
 
 def main() -> None:
@@ -82,7 +102,9 @@ def main() -> None:
     ap.add_argument("--model", default="ViT-B-32")
     ap.add_argument("--images", type=int, default=500)
     ap.add_argument("--memory-images", type=int, default=10_000)
-    ap.add_argument("--memory-only", action="store_true", help="re-measure only the peak-memory run; merge into the results file")
+    ap.add_argument(
+        "--memory-only", action="store_true", help="re-measure only the peak-memory run; merge into the results file"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -135,7 +157,14 @@ def main() -> None:
     import pandas as pd
 
     bench = pd.read_csv(ROOT / "data/sample/winogavil/winogavil_dataset.csv")
-    inst = pd.DataFrame({"instance_id": bench["ID"].astype(str), "cue": bench["cue"], "candidates": bench["candidates"].map(json.loads), "associations": bench["associations"].map(json.loads)})
+    inst = pd.DataFrame(
+        {
+            "instance_id": bench["ID"].astype(str),
+            "cue": bench["cue"],
+            "candidates": bench["candidates"].map(json.loads),
+            "associations": bench["associations"].map(json.loads),
+        }
+    )
     words = sorted({c for cs in inst["candidates"] for c in cs} | {c.strip().lower() for c in inst["cue"]})
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(len(words), 512)).astype(np.float32)
@@ -147,7 +176,9 @@ def main() -> None:
 
     seed_cache = Cache([], work / "text_cache.parquet")
     spec = ModelSpec("text-bench", "text", "bench-words")
-    seed_cache.ensure(("bench-words", "bench", "text"), {w: w for w in words}, lambda ws: np.stack([lookup[w] for w in ws]))
+    seed_cache.ensure(
+        ("bench-words", "bench", "text"), {w: w for w in words}, lambda ws: np.stack([lookup[w] for w in ws])
+    )
     seed_cache.save()
     cached_model = LoadedModel(spec, "bench", False, None, must_not_embed)
     t0 = time.perf_counter()
@@ -171,12 +202,19 @@ def main() -> None:
         "cached_scoring_instances": len(inst),
         "cached_scoring_s": round(t_cached, 3),
         **mem,
-        "targets": {"stage_vs_bare_ratio": 1.25, "rescore_vs_first_ratio": 0.15, "cached_scoring_s": 2.0, "memory_peak_rss_mb": 2048},
+        "targets": {
+            "stage_vs_bare_ratio": 1.25,
+            "rescore_vs_first_ratio": 0.15,
+            "cached_scoring_s": 2.0,
+            "memory_peak_rss_mb": 2048,
+        },
     }
     print(f"{'measure':38s} {'value':>10s} {'target':>8s}")
     for k, tgt in result["targets"].items():
         print(f"{k:38s} {result[k]:10.3f} {tgt:8}")
-    print(f"bare loop {t_bare:.1f} s, stage {t_stage:.1f} s for {args.images} images ({args.images / t_stage:.1f} img/s)")
+    print(
+        f"bare loop {t_bare:.1f} s, stage {t_stage:.1f} s for {args.images} images ({args.images / t_stage:.1f} img/s)"
+    )
     write_result("scoring", result)
 
 

@@ -18,6 +18,11 @@ optional ``dask`` extra: a local cluster of ``dask_workers`` processes, or the s
 ``dask_address``; remote workers need the project folder on a shared file system). Results do not
 depend on the runner or the partitioning: each stage's reduce registers everything in one
 deterministic order.
+
+Every stage call runs in a *stage process* (:mod:`flows.hosts`), so ``prefect.task_timeout_s``
+really stops a stage (Prefect's own ``timeout_seconds`` cannot interrupt a sync task on a thread),
+and what a stage prints (its progress lines) is logged as clean lines. Each step logs one
+summary line at INFO: ``<stage>: done in <s> s; <its metrics>``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +39,16 @@ from filelock import FileLock
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from stages._io import ParamsError, load_params
-from stages.pipeline import BY_NAME, STAGES, StageSpec, plan_stage, reduce_stage, run_stage, upstream, work_stage
+from flows import hosts
+from stages.config import load_params
+from stages.errors import ParamsError
+from stages.pipeline import (
+    BY_NAME,
+    STAGES,
+    StageSpec,
+    upstream,
+)
+from stages.pipeline import spec as stage_spec
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -65,46 +78,98 @@ def dvc_record(name: str) -> bool:
     return _with_dvc(lambda repo: repo.commit(name, force=True) or True) is True
 
 
+def _brief(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_brief(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return f"[{len(value)} items]" if len(value) > 3 else "[" + ", ".join(_brief(v) for v in value) + "]"
+    return " ".join(str(value).split())
+
+
+def summary(name: str, metrics: Mapping[str, Any], width: int = 240) -> str:
+    """One short line for a finished stage: ``name: done in 1.2 s; key=value, ...`` (its metrics,
+    cut at ``width`` characters)."""
+    seconds = metrics.get("seconds")
+    head = f"{name}: done in {seconds:.1f} s" if isinstance(seconds, int | float) else f"{name}: done"
+    items = [f"{k}={_brief(v)}" for k, v in metrics.items() if k not in ("seconds", "reduce_seconds", "skipped")]
+    text = head + ("; " + ", ".join(items) if items else "")
+    return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+def _in_process(func: str, *args: Any, timeout_s: float | None, what: str) -> Any:
+    """``stages.pipeline.<func>(*args)`` in a stage process, its printed lines logged at INFO."""
+    logger = get_run_logger()
+    return hosts.run_in_process(f"stages.pipeline:{func}", *args, timeout=timeout_s, sink=logger.info, what=what)
+
+
 @task(name="stage", task_run_name="{name}", cache_policy=NO_CACHE)
-def stage_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
+def stage_task(
+    name: str, params_path: str = "params.yaml", use_dvc: bool = True, timeout_s: float | None = None
+) -> dict[str, Any]:
     """One pipeline stage as a Prefect task; returns the stage's metrics dict.
 
     With ``use_dvc`` (and a DVC repository), skips the stage when DVC says it is up to date and
-    records it in dvc.lock after it runs. A ``"skipped"`` key says which happened.
+    records it in dvc.lock after it runs. A ``"skipped"`` key says which happened. The stage runs
+    in a stage process, killed after ``timeout_s`` seconds (:class:`flows.hosts.StageTimeout`).
     """
     logger = get_run_logger()
     if use_dvc and params_path == "params.yaml" and dvc_up_to_date(name):
         logger.info("%s is up to date in DVC: skipped", name)
         return {**json.loads(Path(BY_NAME[name].metrics).read_text()), "skipped": True}
-    metrics = run_stage(name, params_path)
+    metrics = _in_process("run_stage", name, params_path, timeout_s=timeout_s, what=f"stage {name}")
+    logger.info(summary(name, metrics))
     if use_dvc and params_path == "params.yaml" and dvc_record(name):
         logger.info("%s recorded in dvc.lock", name)
     return {**metrics, "skipped": False}
 
 
 @task(name="plan", task_run_name="{name}:plan", cache_policy=NO_CACHE)
-def plan_task(name: str, params_path: str = "params.yaml", use_dvc: bool = True) -> dict[str, Any]:
+def plan_task(
+    name: str, params_path: str = "params.yaml", use_dvc: bool = True, timeout_s: float | None = None
+) -> dict[str, Any]:
     """``{"skipped": metrics}`` when DVC says the stage is up to date, else ``{"parts": [...],
     "started_at": epoch seconds}`` (the stage's start, for its wall-clock time in reduce)."""
     started_at = time.time()
     if use_dvc and params_path == "params.yaml" and dvc_up_to_date(name):
         get_run_logger().info("%s is up to date in DVC: skipped", name)
         return {"skipped": {**json.loads(Path(BY_NAME[name].metrics).read_text()), "skipped": True}}
-    parts = plan_stage(name, params_path)
+    parts = _in_process("plan_stage", name, params_path, timeout_s=timeout_s, what=f"stage {name} (plan)")
     get_run_logger().info("%s: %d partition(s)", name, len(parts))
     return {"parts": parts, "started_at": started_at}
 
 
 @task(name="work", task_run_name="{name}:work", cache_policy=NO_CACHE)
-def work_task(name: str, part: Any, params_path: str = "params.yaml") -> Any:
-    """One partition of a partitioned stage."""
-    return work_stage(name, part, params_path)
+def work_task(
+    name: str,
+    part: Any,
+    params_path: str = "params.yaml",
+    index: int = 0,
+    total: int = 1,
+    timeout_s: float | None = None,
+) -> Any:
+    """One partition (``index`` of ``total``) of a partitioned stage."""
+    t0 = time.perf_counter()
+    what = f"stage {name} (partition {index + 1}/{total})"
+    result = _in_process("work_stage", name, part, params_path, timeout_s=timeout_s, what=what)
+    get_run_logger().info("%s: partition %d/%d done in %.1f s", name, index + 1, total, time.perf_counter() - t0)
+    return result
 
 
 @task(name="reduce", task_run_name="{name}:reduce", cache_policy=NO_CACHE)
-def reduce_task(name: str, results: list[Any], params_path: str = "params.yaml", use_dvc: bool = True, started_at: float | None = None) -> dict[str, Any]:
+def reduce_task(
+    name: str,
+    results: list[Any],
+    params_path: str = "params.yaml",
+    use_dvc: bool = True,
+    started_at: float | None = None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
     """Finish a partitioned stage and record it in dvc.lock (``seconds``: the whole stage since ``started_at``)."""
-    metrics = reduce_stage(name, results, params_path, started_at)
+    what = f"stage {name} (reduce)"
+    metrics = _in_process("reduce_stage", name, results, params_path, started_at, timeout_s=timeout_s, what=what)
+    get_run_logger().info(summary(name, metrics))
     if use_dvc and params_path == "params.yaml" and dvc_record(name):
         get_run_logger().info("%s recorded in dvc.lock", name)
     return {**metrics, "skipped": False}
@@ -118,24 +183,26 @@ def task_runner(params_path: str = "params.yaml") -> Any:
     """
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    p = (load_params(params_path).get("prefect") or {}).get("task_runner") or {}
-    kind = p.get("kind", "thread")
-    if kind == "thread":
-        return ThreadPoolTaskRunner(max_workers=p.get("threads"))
-    if kind != "dask":
-        raise ParamsError(f"prefect.task_runner.kind={kind!r}: expected thread or dask")
+    p = load_params(params_path).prefect.task_runner
+    if p.kind == "thread":
+        return ThreadPoolTaskRunner(max_workers=p.threads)
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError as e:
         raise ParamsError("prefect.task_runner.kind=dask needs the optional extra: pip install -e '.[dask]'") from e
-    if p.get("dask_address"):
-        return DaskTaskRunner(address=p["dask_address"])
-    workers, threads = int(p.get("dask_workers", 2)), int(p.get("dask_threads_per_worker", 1))
+    if p.dask_address:
+        return DaskTaskRunner(address=p.dask_address)
+    workers, threads = p.dask_workers, p.dask_threads_per_worker
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
-        cluster_kwargs={"n_workers": workers, "threads_per_worker": threads, "processes": True, "dashboard_address": None,
-                        "env": {"OMP_NUM_THREADS": str(worker_cpu_share(workers, threads))}},
-    )  # fmt: skip
+        cluster_kwargs={
+            "n_workers": workers,
+            "threads_per_worker": threads,
+            "processes": True,
+            "dashboard_address": None,
+            "env": {"OMP_NUM_THREADS": str(worker_cpu_share(workers, threads))},
+        },
+    )
 
 
 def worker_cpu_share(workers: int, threads_per_worker: int, cores: int | None = None) -> int:
@@ -148,17 +215,21 @@ def worker_cpu_share(workers: int, threads_per_worker: int, cores: int | None = 
 
 
 def task_options(spec: StageSpec, params_path: str) -> dict[str, Any]:
-    """Prefect options for a stage from ``params.yaml: prefect``: a timeout for every stage, and
-    retries with a delay for stages that touch the network (crawl, weight downloads)."""
-    p = load_params(params_path).get("prefect", {})
-    opts: dict[str, Any] = {"timeout_seconds": p.get("task_timeout_s")}
+    """A stage's options from ``params.yaml: prefect``: ``timeout_seconds`` for every stage (enforced by
+    killing its stage process, :mod:`flows.hosts`, not handed to Prefect, whose thread timeouts cannot
+    interrupt a running stage), and retries with a delay for stages that touch the network (crawl,
+    weight downloads)."""
+    p = load_params(params_path).prefect
+    opts: dict[str, Any] = {"timeout_seconds": p.task_timeout_s}
     if spec.network:
-        opts |= {"retries": int(p.get("network_retries", 0)), "retry_delay_seconds": p.get("retry_delay_s", 0)}
+        opts |= {"retries": p.network_retries, "retry_delay_seconds": p.retry_delay_s}
     return opts
 
 
 @flow(name="winogavil-build", log_prints=True)
-def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True) -> dict[str, dict[str, Any]]:
+def build_benchmark(
+    params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True
+) -> dict[str, dict[str, Any]]:
     """Run the stages (all, or ``only`` those named) in DAG order; returns {stage: metrics}.
 
     Args:
@@ -166,13 +237,19 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
             which is the file dvc.yaml reads.
 
     Raises:
-        KeyError: for a name in ``only`` that is not a stage.
+        stages.pipeline.UnknownStage: for a name in ``only`` that is not a stage.
     """
-    names = [s.name for s in STAGES]
     for n in only or []:
-        if n not in names:
-            raise KeyError(f"unknown stage {n!r}; stages: {', '.join(names)}")
-    specs = [s for s in STAGES if not only or s.name in only]
+        stage_spec(n)  # raises UnknownStage listing the stages
+    p = load_params(params_path).prefect
+    hosts.configure(p.task_runner.threads or os.cpu_count() or 1)
+    try:
+        return _submit_all([s for s in STAGES if not only or s.name in only], params_path, use_dvc)
+    finally:
+        hosts.shutdown()
+
+
+def _submit_all(specs: list[StageSpec], params_path: str, use_dvc: bool) -> dict[str, dict[str, Any]]:
     futures: dict[str, Any] = {}
     pending = list(specs)
     while pending:
@@ -183,15 +260,32 @@ def build_benchmark(params_path: str = "params.yaml", only: list[str] | None = N
             pending.remove(spec)
             wait = [futures[u] for u in upstream(spec) if u in futures]
             opts = task_options(spec, params_path)
+            timeout_s = opts.pop("timeout_seconds")  # ours to enforce (flows.hosts), not Prefect's
             if not spec.partitioned:
-                futures[spec.name] = stage_task.with_options(**opts).submit(spec.name, params_path, use_dvc, wait_for=wait)
+                futures[spec.name] = stage_task.with_options(**opts).submit(  # type: ignore[call-overload]
+                    spec.name, params_path, use_dvc, timeout_s, wait_for=wait
+                )
                 continue
-            planned = plan_task.with_options(**opts).submit(spec.name, params_path, use_dvc, wait_for=wait).result()  # blocks on upstream
+            planned = (
+                plan_task.with_options(**opts)
+                .submit(spec.name, params_path, use_dvc, timeout_s, wait_for=wait)  # type: ignore[call-overload]
+                .result()
+            )  # blocks on upstream
             if "skipped" in planned:
                 futures[spec.name] = _Done(planned["skipped"])
                 continue
-            works = work_task.with_options(**opts).map(unmapped(spec.name), planned["parts"], unmapped(params_path))
-            futures[spec.name] = reduce_task.with_options(timeout_seconds=opts["timeout_seconds"]).submit(spec.name, works, params_path, use_dvc, planned["started_at"])
+            parts = planned["parts"]
+            works = work_task.with_options(**opts).map(
+                unmapped(spec.name),
+                parts,
+                unmapped(params_path),
+                list(range(len(parts))),
+                unmapped(len(parts)),
+                unmapped(timeout_s),
+            )
+            futures[spec.name] = reduce_task.submit(
+                spec.name, works, params_path, use_dvc, planned["started_at"], timeout_s
+            )
     return {name: f.result() for name, f in futures.items()}
 
 
@@ -205,7 +299,9 @@ class _Done:
         return self.value
 
 
-def run_flow(params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True) -> dict[str, dict[str, Any]]:
+def run_flow(
+    params_path: str = "params.yaml", only: list[str] | None = None, use_dvc: bool = True
+) -> dict[str, dict[str, Any]]:
     """Run :func:`build_benchmark` on the task runner ``params.yaml`` names."""
     return build_benchmark.with_options(task_runner=task_runner(params_path))(params_path, only, use_dvc)
 

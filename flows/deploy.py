@@ -10,10 +10,10 @@ By default:
 
 Serve them against a local Prefect server (README, "Prefect")::
 
-    prefect server start --host 127.0.0.1 &
     export PREFECT_API_URL=http://127.0.0.1:4200/api
-    gavil serve                                          # or: python -m flows.deploy
-    prefect deployment run 'winogavil-build/full-build'
+    gavil server                # a local server in the background (flows/server.py), once it answers
+    gavil serve &               # waits for the API, then main() below
+    gavil trigger full-build    # a run now, once the deployment is registered
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from flows.build import build_benchmark, task_runner
-from stages._io import ParamsError, load_params, section
+from stages.config import load_params
+from stages.errors import ParamsError
 from stages.pipeline import BY_NAME
 
 
@@ -33,20 +34,18 @@ def deployments(params_path: str = "params.yaml") -> list[Any]:
     """
     from prefect.schedules import Cron
 
-    p = section(load_params(params_path), "prefect", ("deployments", "timezone"))
+    p = load_params(params_path).prefect
     out = []
     flow_ = build_benchmark.with_options(task_runner=task_runner(params_path))
-    for name, spec in p["deployments"].items():
-        if not isinstance(spec, dict) or "cron" not in spec or "stages" not in spec:
-            raise ParamsError(f"prefect.deployments.{name}: needs 'cron' (or null) and 'stages' (or null)")
-        stages = spec["stages"]
+    for name, spec in p.deployments.items():
+        stages = spec.stages
         for s in stages or []:
             if s not in BY_NAME:
-                raise ParamsError(f"prefect.deployments.{name}: unknown stage {s!r}")
+                raise ParamsError(f"prefect.deployments.{name}: unknown stage {s!r}; stages: {', '.join(BY_NAME)}")
         out.append(
             flow_.to_deployment(
                 name=name,
-                schedules=[Cron(spec["cron"], timezone=p["timezone"])] if spec["cron"] else None,
+                schedules=[Cron(spec.cron, timezone=p.timezone)] if spec.cron else None,
                 parameters={"params_path": params_path, "only": stages},
                 description=f"Stages: {', '.join(stages) if stages else 'all'}.",
                 tags=["winogavil"],

@@ -16,8 +16,18 @@ import pyarrow as pyarrow
 
 TableModel = pa.DataFrameModel
 
+
+class StrictModel(pa.DataFrameModel):
+    """Base of every table the pipeline writes: no undeclared columns (``strict``), values
+    coerced to the declared dtypes (``coerce``). Subclasses inherit this Config."""
+
+    class Config:
+        strict = True
+        coerce = True
+
+
 _ARROW_ELEMENT = {"str": pyarrow.string(), "float": pyarrow.float64()}
-_PY_ELEMENT = {"str": str, "float": (float, int)}
+_PY_ELEMENT: dict[str, type | tuple[type, ...]] = {"str": str, "float": (float, int)}
 
 
 class ListColumnError(ValueError):
@@ -53,7 +63,9 @@ def check_lists(df: pd.DataFrame, model: type[TableModel]) -> None:
             if not isinstance(v, list) or not all(isinstance(x, kind) and not isinstance(x, bool) for x in v):
                 raise ListColumnError(f"{model.__name__}.{name} row {i}: {v!r} is not a list of {meta['list_of']}")
             if len(v) < meta["list_min_len"]:
-                raise ListColumnError(f"{model.__name__}.{name} row {i}: {len(v)} items, expected at least {meta['list_min_len']}")
+                raise ListColumnError(
+                    f"{model.__name__}.{name} row {i}: {len(v)} items, expected at least {meta['list_min_len']}"
+                )
 
 
 def list_columns(model: type[TableModel]) -> dict[str, str]:

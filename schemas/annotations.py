@@ -12,55 +12,60 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import list_field
+from schemas import StrictModel, list_field
+from stages.domain import CANDIDATE_SIZES
 
 DATASETS = ["game", "swow_baseline"]
 ORIGINS = ["release", "raw"]
 
 
-class Instances(pa.DataFrameModel):
+class Instances(StrictModel):
     """One row per imported association instance (released or created by a spymaster)."""
 
     instance_uid: Series[str] = pa.Field(unique=True, description="origin:file:id, stable across runs")
     origin: Series[str] = pa.Field(isin=ORIGINS)
     dataset: Series[str] = pa.Field(isin=DATASETS)
     source_file: Series[str]
-    source_line: Series[int] = pa.Field(ge=2, description="1-based line in source_file (CSV header is line 1)")
+    source_line: Series[int] = pa.Field(ge=1, description="1-based line in source_file (a CSV header is line 1)")
     release_id: Series[pd.Int64Dtype] = pa.Field(nullable=True, description="ID column of the released file")
     cue: Series[str]
     candidates: Series[object] = list_field("str", min_len=5)
     associations: Series[object] = list_field("str", min_len=2)
     num_associations: Series[int] = pa.Field(ge=2)
-    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
     solvers_jaccard_mean: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="as released (null for raw)")
     solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="as released (null for raw)")
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
-    task_id: Series[str] = pa.Field(nullable=True, description="creation task (raw): the two cues given for one candidate set")
+    task_id: Series[str] = pa.Field(
+        nullable=True, description="creation task (raw): the two cues given for one candidate set"
+    )
     cue_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: the cue's SWOW weight")
     associations_mean_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: mean R123 count")
-    candidates_connectivity_score: Series[float] = pa.Field(nullable=True, description="release swow.csv: ambiguity measure")
+    candidates_connectivity_score: Series[float] = pa.Field(
+        nullable=True, description="release swow.csv: ambiguity measure"
+    )
     spymaster: Series[str] = pa.Field(nullable=True, description="keyed hash of the spymaster id (never the raw id)")
-    cue_flag: Series[str] = pa.Field(nullable=True, description="why the cue is inappropriate (profanity filter), raw instances only")
+    cue_flag: Series[str] = pa.Field(
+        nullable=True, description="why the cue is inappropriate (profanity filter), raw instances only"
+    )
 
     @pa.dataframe_check(error="associations must be a subset of candidates, K = len(associations)")
     def consistent(cls, df: pd.DataFrame) -> pd.Series:
         return pd.Series(
             [
                 set(a) <= set(c) and len(a) == k and len(c) == n
-                for a, c, k, n in zip(df["associations"], df["candidates"], df["num_associations"], df["num_candidates"])
+                for a, c, k, n in zip(
+                    df["associations"], df["candidates"], df["num_associations"], df["num_candidates"]
+                )
             ],
             index=df.index,
             dtype=bool,
         )
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class Solves(pa.DataFrameModel):
+class Solves(StrictModel):
     """One row per valid solver answer to a raw instance."""
 
     instance_uid: Series[str]
@@ -73,12 +78,8 @@ class Solves(pa.DataFrameModel):
     def one_answer(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["instance_uid", "solver"]).any()
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class AnnotationRejects(pa.DataFrameModel):
+class AnnotationRejects(StrictModel):
     """One row per input row that was not imported, with where it was and why."""
 
     source_file: Series[str]
@@ -86,7 +87,3 @@ class AnnotationRejects(pa.DataFrameModel):
     kind: Series[str] = pa.Field(isin=["release", "creation", "solve"])
     reason: Series[str]
     row: Series[str] = pa.Field(description="the offending row as JSON, annotator ids removed")
-
-    class Config:
-        strict = True
-        coerce = True

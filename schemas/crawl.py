@@ -4,14 +4,34 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas import StrictModel
+from stages.domain import CRAWL_SOURCES
+
 #: Fates of one search result (candidate image URL) of a concept.
-CANDIDATE_STATUSES = ["kept", "download_failed", "invalid_image", "duplicate", "opted_out", "refused_url"]
+CANDIDATE_STATUSES = [
+    "kept",
+    "download_failed",
+    "invalid_image",
+    "unsupported_format",
+    "duplicate",
+    "opted_out",
+    "refused_url",
+]
 #: Fates of a concept. A single failure kind keeps its own name; mixed failures are ``all_rejected``.
 STATUSES = [
-    "ok", "profane", "no_results", "search_failed", "download_failed", "invalid_image", "duplicate",
-    "opted_out", "refused_url", "all_rejected",
-]  # fmt: skip
-SOURCES = ["local", "urllist", "bing", "greedy"]
+    "ok",
+    "profane",
+    "no_results",
+    "search_failed",
+    "download_failed",
+    "invalid_image",
+    "unsupported_format",
+    "duplicate",
+    "opted_out",
+    "refused_url",
+    "all_rejected",
+]
+SOURCES = list(CRAWL_SOURCES)
 
 
 def _image_fields_present(df: pd.DataFrame, ok: pd.Series) -> pd.Series:
@@ -19,7 +39,7 @@ def _image_fields_present(df: pd.DataFrame, ok: pd.Series) -> pd.Series:
     return (ok & has_img) | (~ok & df["reason"].notna())
 
 
-class Candidates(pa.DataFrameModel):
+class Candidates(StrictModel):
     """One row per (concept, rank): a search result and what became of it.
 
     ``kept`` candidates are valid images, stored content-addressed, not duplicates of another
@@ -37,7 +57,9 @@ class Candidates(pa.DataFrameModel):
     height: Series[pd.Int64Dtype] = pa.Field(nullable=True, gt=0, description="pixels")
     format: Series[str] = pa.Field(nullable=True, description="Pillow format name")
     bytes: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
-    phash: Series[str] = pa.Field(nullable=True, str_matches=r"^[0-9a-f]{16}$", description="imagehash.phash, 64 bits hex")
+    phash: Series[str] = pa.Field(
+        nullable=True, str_matches=r"^[0-9a-f]{16}$", description="imagehash.phash, 64 bits hex"
+    )
 
     @pa.dataframe_check(error="kept rows need sha256, path, width, height, format; others a reason")
     def fate_is_complete(cls, df: pd.DataFrame) -> pd.Series:
@@ -47,12 +69,8 @@ class Candidates(pa.DataFrameModel):
     def unique_rank(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["concept", "rank"]).any()
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class Images(pa.DataFrameModel):
+class Images(StrictModel):
     """One row per concept: its top kept candidate (content-addressed by sha256) or why none."""
 
     concept: Series[str] = pa.Field(unique=True)
@@ -71,7 +89,3 @@ class Images(pa.DataFrameModel):
     @pa.dataframe_check(error="ok rows need sha256, path, width, height, format; others a reason")
     def fate_is_complete(cls, df: pd.DataFrame) -> pd.Series:
         return _image_fields_present(df, df["status"] == "ok")
-
-    class Config:
-        strict = True
-        coerce = True

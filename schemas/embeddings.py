@@ -4,8 +4,10 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas import StrictModel
 
-class EmbeddingCache(pa.DataFrameModel):
+
+class EmbeddingCache(StrictModel):
     """L2-normalised embeddings, keyed so each image / text is embedded once per model.
 
     ``key`` is the image's sha256 (kind ``image``) or the exact text embedded (kind ``text``:
@@ -22,12 +24,12 @@ class EmbeddingCache(pa.DataFrameModel):
 
     @pa.dataframe_check(error="vector must be dim float32 values (bytes)")
     def vector_bytes(cls, df: pd.DataFrame) -> pd.Series:
-        return pd.Series([isinstance(v, bytes) and len(v) == 4 * d for v, d in zip(df["vector"], df["dim"])], index=df.index, dtype=bool)
+        return pd.Series(
+            [isinstance(v, bytes) and len(v) == 4 * d for v, d in zip(df["vector"], df["dim"])],
+            index=df.index,
+            dtype=bool,
+        )
 
     @pa.dataframe_check(error="one row per (model, weights_id, kind, key)")
     def unique_keys(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["model", "weights_id", "kind", "key"]).any()
-
-    class Config:
-        strict = True
-        coerce = True

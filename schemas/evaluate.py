@@ -4,24 +4,27 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import list_field
+from schemas import StrictModel, list_field
+from stages.domain import CANDIDATE_SIZES
 
 STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
 
 
-class EvalPredictions(pa.DataFrameModel):
+class EvalPredictions(StrictModel):
     """One row per (model, benchmark instance)."""
 
     model_name: Series[str]
     weights_id: Series[str] = pa.Field(description="tag, file:<sha16>, untrained, text model id, or 'release'")
     dataset: Series[str] = pa.Field(isin=["game", "swow_baseline"])
     instance_id: Series[str]
-    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     predictions: Series[object] = list_field("str", nullable=True)
     jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
-    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)")
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)"
+    )
     random_jaccard: Series[float] = pa.Field(ge=0, le=1, description="expected Jaccard of a uniformly random K-subset")
 
     @pa.dataframe_check(error="a Jaccard exactly where a model predicted (ok/untrained)")
@@ -29,12 +32,8 @@ class EvalPredictions(pa.DataFrameModel):
         scored = df["status"].isin(["ok", "untrained"])
         return (scored == df["jaccard"].notna()) & (scored == df["score_fool_the_ai"].notna())
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class Evaluation(pa.DataFrameModel):
+class Evaluation(StrictModel):
     """Mean Jaccard x100 per model and cell (dataset x N or group), with a 95 % bootstrap CI."""
 
     model_name: Series[str]
@@ -48,8 +47,6 @@ class Evaluation(pa.DataFrameModel):
     mean_jaccard_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
     ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
     ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    random_percent: Series[float] = pa.Field(ge=0, le=100, description="random-chance Jaccard x100 on the same instances")
-
-    class Config:
-        strict = True
-        coerce = True
+    random_percent: Series[float] = pa.Field(
+        ge=0, le=100, description="random-chance Jaccard x100 on the same instances"
+    )

@@ -4,59 +4,89 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import list_field
+from schemas import StrictModel, list_field
+from stages.domain import CANDIDATE_SIZES, RELEASE_DATASET_COLUMNS
 
 #: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv).
-BENCHMARK_COLUMNS = [
-    "candidates",
-    "cue",
-    "associations",
-    "score_fool_the_ai",
-    "num_associations",
-    "num_candidates",
-    "solvers_jaccard_mean",
-    "solvers_jaccard_std",
-    "ID",
-]
+BENCHMARK_COLUMNS = list(RELEASE_DATASET_COLUMNS)
 
 
-class Benchmark(pa.DataFrameModel):
+class Benchmark(StrictModel):
     candidates: Series[object] = list_field("str", min_len=5)
     cue: Series[str]
     associations: Series[object] = list_field("str", min_len=2)
-    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100, description="null for raw instances created without a rival-model score")
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, le=100, description="null for raw instances created without a rival-model score"
+    )
     num_associations: Series[int] = pa.Field(ge=2)
-    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     solvers_jaccard_mean: Series[float] = pa.Field(ge=0, le=1)
     solvers_jaccard_std: Series[float] = pa.Field(ge=0, le=1)
     ID: Series[int] = pa.Field(ge=0, unique=True)
 
     class Config:
-        strict = True
-        coerce = True
-        ordered = True
+        ordered = True  # plus StrictModel's strict and coerce
 
 
-class BenchmarkDataset(pa.DataFrameModel):
-    """``data/export/dataset/test.parquet``: the benchmark plus each candidate's image file,
-    relative to the dataset folder ("" where the pipeline has no accepted image for it)."""
+#: The Hugging Face features of ``data/export/dataset/test.parquet``, in column order, as the
+#: dataset card's YAML writes them (``name``, ``dtype`` or ``list``, type). They follow the published
+#: ``nlphuji/winogavil`` dataset (its card's "Data Fields": the release's columns with the release's
+#: types, plus ``candidate_images``, one image per candidate; one split, ``test``), which DataComp's
+#: ``eval_utils/wino_eval.py`` reads (``candidate_images``, ``cue``, ``candidates``, ``associations``).
+HF_FEATURES: list[tuple[str, str, str]] = [
+    ("candidates", "list", "string"),
+    ("cue", "dtype", "string"),
+    ("associations", "list", "string"),
+    ("score_fool_the_ai", "dtype", "int64"),
+    ("num_associations", "dtype", "int64"),
+    ("num_candidates", "dtype", "int64"),
+    ("solvers_jaccard_mean", "dtype", "float64"),
+    ("solvers_jaccard_std", "dtype", "float64"),
+    ("ID", "dtype", "int64"),
+    ("candidate_images", "list", "image"),
+]
+
+
+def _is_image_list(v: object, n: int) -> bool:
+    """``v`` is ``n`` Hugging Face image cells: ``{"bytes": bytes | None, "path": str}``, and each
+    has its bytes or at least a path."""
+    if not isinstance(v, (list, tuple)) and not hasattr(v, "tolist"):
+        return False
+    items = list(v)  # type: ignore[call-overload]
+    return len(items) == n and all(
+        isinstance(x, dict)
+        and set(x) == {"bytes", "path"}
+        and isinstance(x["path"], str)
+        and (x["bytes"] is None or isinstance(x["bytes"], bytes))
+        and (x["bytes"] is not None or x["path"] != "")
+        for x in items
+    )
+
+
+class BenchmarkDataset(StrictModel):
+    """``data/export/dataset/test.parquet``: the benchmark's instances whose every candidate has an
+    accepted image, plus ``candidate_images``: one Hugging Face ``Image`` cell per candidate, in
+    candidate order (``bytes``: the image file's bytes, embedded; ``path``: its file name), or,
+    with ``export.copy_images: false``, no bytes and the image's path relative to the project root."""
 
     candidates: Series[object] = list_field("str", min_len=5)
     cue: Series[str]
     associations: Series[object] = list_field("str", min_len=2)
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
     num_associations: Series[int] = pa.Field(ge=2)
-    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     solvers_jaccard_mean: Series[float] = pa.Field(ge=0, le=1)
     solvers_jaccard_std: Series[float] = pa.Field(ge=0, le=1)
     ID: Series[int] = pa.Field(ge=0, unique=True)
-    candidate_images: Series[object] = list_field("str", min_len=5)
+    candidate_images: Series[object] = pa.Field(description="list of {bytes, path}: one image per candidate")
 
-    @pa.dataframe_check(error="one image path per candidate")
+    @pa.dataframe_check(error="one image ({bytes, path}) per candidate")
     def aligned(cls, df: pd.DataFrame) -> pd.Series:
-        return pd.Series([len(a) == len(b) for a, b in zip(df["candidates"], df["candidate_images"])], index=df.index, dtype=bool)
+        return pd.Series(
+            [_is_image_list(imgs, len(c)) for c, imgs in zip(df["candidates"], df["candidate_images"])],
+            index=df.index,
+            dtype=bool,
+        )
 
     class Config:
-        strict = True
-        coerce = True
-        ordered = True
+        ordered = True  # plus StrictModel's strict and coerce

@@ -4,10 +4,12 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas import StrictModel
+
 SOURCE_FORMATS = ["swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow"]
 
 
-class Concepts(pa.DataFrameModel):
+class Concepts(StrictModel):
     """One row per concept (a lower-cased English word or phrase that may get an image)."""
 
     concept: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
@@ -17,27 +19,25 @@ class Concepts(pa.DataFrameModel):
     n_cues: Series[int] = pa.Field(ge=0, description="distinct cues that elicited it as a response")
     source_format: Series[str] = pa.Field(isin=SOURCE_FORMATS)
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class Edges(pa.DataFrameModel):
+class Edges(StrictModel):
     """One row per (cue, response) association. Counts are null where the input lacks them."""
 
     cue: Series[str] = pa.Field(str_length={"min_value": 1})
     response: Series[str] = pa.Field(str_length={"min_value": 1})
     r1_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="first responses (R1)")
     r123_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="responses over R1..R3")
-    r1_strength: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="R1 / number of valid R1 responses to the cue")
-    r123_strength: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="R123 / number of valid R1..R3 responses")
-    rank: Series[int] = pa.Field(ge=1, description="1 = strongest response of the cue (R123, then R1, then input order)")
+    r1_strength: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="R1 / number of valid R1 responses to the cue"
+    )
+    r123_strength: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="R123 / number of valid R1..R3 responses"
+    )
+    rank: Series[int] = pa.Field(
+        ge=1, description="1 = strongest response of the cue (R123, then R1, then input order)"
+    )
     source_format: Series[str] = pa.Field(isin=SOURCE_FORMATS)
 
     @pa.dataframe_check(error="(cue, response) pairs must be unique")
     def unique_pairs(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["cue", "response"]).any()
-
-    class Config:
-        strict = True
-        coerce = True

@@ -4,16 +4,17 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import list_field
+from schemas import StrictModel, list_field
+from stages.domain import CANDIDATE_SIZES
 
 SWOW_STATUSES = ["ok", "profane_cue", "too_few_associations", "too_few_distractors"]
 
 
-class CandidateSets(pa.DataFrameModel):
+class CandidateSets(StrictModel):
     """Random candidate sets for the spymaster game (sampled without replacement)."""
 
     set_id: Series[str] = pa.Field(unique=True)
-    num_candidates: Series[int] = pa.Field(isin=[5, 6, 10, 12])
+    num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     candidates: Series[object] = list_field("str", min_len=5)
     images_source: Series[str] = pa.Field(isin=["random"])
 
@@ -25,12 +26,8 @@ class CandidateSets(pa.DataFrameModel):
             dtype=bool,
         )
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class SwowInstances(pa.DataFrameModel):
+class SwowInstances(StrictModel):
     """One row per SWOW cue: the baseline instance built from it, or why none was."""
 
     instance_id: Series[str] = pa.Field(unique=True)
@@ -48,7 +45,3 @@ class SwowInstances(pa.DataFrameModel):
         ok = df["status"] == "ok"
         good = df["num_associations"].between(2, 4) & df["num_candidates"].isin([5, 6])
         return ~ok | good
-
-    class Config:
-        strict = True
-        coerce = True

@@ -4,10 +4,12 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from schemas import StrictModel
+
 STATUSES = ["accepted", "rejected_text", "no_image"]
 
 
-class Ocr(pa.DataFrameModel):
+class Ocr(StrictModel):
     """One row per concept: the first kept candidate (rank order) without the query text, or why none."""
 
     concept: Series[str] = pa.Field(unique=True)
@@ -15,7 +17,9 @@ class Ocr(pa.DataFrameModel):
     path: Series[str] = pa.Field(nullable=True, description="the decided candidate's stored file")
     source_url: Series[str] = pa.Field(nullable=True, description="where the decided candidate came from")
     rank: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="crawl rank of the decided candidate")
-    candidates_read: Series[pd.Int64Dtype] = pa.Field(ge=0, description="kept candidates OCRed for this concept (fall-through)")
+    candidates_read: Series[pd.Int64Dtype] = pa.Field(
+        ge=0, description="kept candidates OCRed for this concept (fall-through)"
+    )
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     ocr_text: Series[str] = pa.Field(nullable=True, description="tokens read, space-joined, in reading order")
@@ -27,24 +31,25 @@ class Ocr(pa.DataFrameModel):
     def reason_for_non_accepted(cls, df: pd.DataFrame) -> pd.Series:
         return (df["status"] == "accepted") | df["reason"].notna()
 
-    class Config:
-        strict = True
-        coerce = True
 
-
-class OcrCache(pa.DataFrameModel):
+class OcrCache(StrictModel):
     """Raw OCR detections per (image sha256, canvas size, engine): decisions are recomputed from
     them, so a rule change or a crawl of new concepts only OCRs images never seen before."""
 
     sha256: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$")
     canvas_size: Series[int] = pa.Field(gt=0, description="pixels, long side")
     engine: Series[str] = pa.Field(description="e.g. easyocr-1.7.2-en")
-    detections: Series[str] = pa.Field(description='JSON list of [text, confidence] in reading order')
+    detections: Series[str] = pa.Field(description="JSON list of [text, confidence] in reading order")
 
     @pa.dataframe_check(error="one row per (sha256, canvas_size, engine)")
     def unique_keys(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["sha256", "canvas_size", "engine"]).any()
 
-    class Config:
-        strict = True
-        coerce = True
+
+def accepted_images(ocr: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """concept -> (sha256, path) of each concept's accepted image, from an :class:`Ocr` table.
+
+    The one reading of the OCR contract that the scoring, evaluation and export stages share:
+    a concept has an image exactly when its row is ``accepted``."""
+    ok = ocr[ocr["status"] == "accepted"]
+    return {c: (s, p) for c, s, p in zip(ok["concept"], ok["sha256"], ok["path"])}

@@ -26,7 +26,9 @@ class RawCreation(pa.DataFrameModel):
     cue: Series[str] = pa.Field(str_matches=r"^\S{2,}$", description="single token, >= 2 characters")
     candidates: Series[object] = list_field("str", min_len=5)
     associations: Series[object] = list_field("str", min_len=2)
-    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100, description="optional, as the game showed it")
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, le=100, description="optional, as the game showed it"
+    )
 
     class Config:
         strict = False

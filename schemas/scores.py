@@ -4,12 +4,12 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import list_field
+from schemas import StrictModel, list_field
 
 STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
 
 
-class Scores(pa.DataFrameModel):
+class Scores(StrictModel):
     """One row per (model, instance). Scores are null unless status is ok or untrained."""
 
     instance_id: Series[str]
@@ -37,7 +37,3 @@ class Scores(pa.DataFrameModel):
     @pa.dataframe_check(error="untrained rows must say so in 'pretrained'")
     def untrained_is_labelled(cls, df: pd.DataFrame) -> pd.Series:
         return (df["status"] != "untrained") | (df["pretrained"] == "untrained")
-
-    class Config:
-        strict = True
-        coerce = True

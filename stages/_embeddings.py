@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from schemas.embeddings import EmbeddingCache
-from stages._io import write_table
+from stages._io import write_parquet
 from stages._models import LoadedModel
 from stages.winogavil import fool_the_ai_score, jaccard, prompt_for_cue
 
@@ -64,7 +64,9 @@ class Cache:
     def __len__(self) -> int:
         return sum(len(v) for v in self._vec.values())
 
-    def ensure(self, key: Key, items: dict[str, Any], compute: Callable[[list[Any]], np.ndarray]) -> dict[str, np.ndarray]:
+    def ensure(
+        self, key: Key, items: dict[str, Any], compute: Callable[[list[Any]], np.ndarray]
+    ) -> dict[str, np.ndarray]:
         """Embeddings for every item key; computes (in one call) only the missing ones.
 
         Args:
@@ -81,7 +83,16 @@ class Cache:
                 raise RuntimeError(f"embedder returned {vecs.shape[0]} rows for {len(missing)} inputs")
             for k, v in zip(missing, vecs):
                 store[k] = v
-                self._new.append({"model": key[0], "weights_id": key[1], "kind": key[2], "key": k, "dim": int(v.shape[0]), "vector": v.tobytes()})
+                self._new.append(
+                    {
+                        "model": key[0],
+                        "weights_id": key[1],
+                        "kind": key[2],
+                        "key": k,
+                        "dim": int(v.shape[0]),
+                        "vector": v.tobytes(),
+                    }
+                )
             self.computed += len(missing)
         return {k: store[k] for k in items}
 
@@ -103,10 +114,14 @@ class Cache:
         if self.write_path is None:
             return 0
         cols = list(EmbeddingCache.to_schema().columns)
-        df = pd.concat([*self._own, pd.DataFrame(self._new, columns=cols)], ignore_index=True) if (self._own or self._new) else pd.DataFrame(columns=cols)
+        df = (
+            pd.concat([*self._own, pd.DataFrame(self._new, columns=cols)], ignore_index=True)
+            if (self._own or self._new)
+            else pd.DataFrame(columns=cols)
+        )
         df["dim"] = df["dim"].astype(int)
         self.write_path.parent.mkdir(parents=True, exist_ok=True)
-        write_table(df, self.write_path, EmbeddingCache)
+        write_parquet(df, self.write_path, EmbeddingCache)
         return len(df)
 
 
@@ -172,9 +187,19 @@ def score_instances(
     """
     rows: list[dict[str, Any]] = []
     for rec in instances.itertuples(index=False):
-        rows.append({"instance_id": rec.instance_id, "cue": rec.cue, "prompt": prompt_for_cue(rec.cue),
-                     "candidates": list(rec.candidates), "associations": list(rec.associations),
-                     "predictions": None, "similarities": None, "jaccard": None, "score_fool_the_ai": None})  # fmt: skip
+        rows.append(
+            {
+                "instance_id": rec.instance_id,
+                "cue": rec.cue,
+                "prompt": prompt_for_cue(rec.cue),
+                "candidates": list(rec.candidates),
+                "associations": list(rec.associations),
+                "predictions": None,
+                "similarities": None,
+                "jaccard": None,
+                "score_fool_the_ai": None,
+            }
+        )
     if model is None:
         for r in rows:
             r.update(status="no_weights", reason=no_weights)
@@ -200,7 +225,11 @@ def score_instances(
             shas = {images[c][0]: images[c][1] for r in scorable for c in r["candidates"]}
             sha_vecs = cache.ensure((model.spec.model, model.weights_id, "image"), shas, model.embed_images)
             cand_vecs = {c: sha_vecs[images[c][0]] for r in scorable for c in r["candidates"]}
-            query_vecs = cache.ensure((model.spec.model, model.weights_id, "text"), {r["prompt"]: r["prompt"] for r in scorable}, model.embed_texts)
+            query_vecs = cache.ensure(
+                (model.spec.model, model.weights_id, "text"),
+                {r["prompt"]: r["prompt"] for r in scorable},
+                model.embed_texts,
+            )
             cand_keys = [r["candidates"] for r in scorable]
             qkeys = [r["prompt"] for r in scorable]
         picks, sims = predict(cand_keys, qkeys, [len(r["associations"]) for r in scorable], cand_vecs, query_vecs)
@@ -209,17 +238,29 @@ def score_instances(
             r.update(
                 status="untrained" if model.untrained else "ok",
                 reason="random weights (pretrained: null): not a real model score" if model.untrained else None,
-                predictions=pred, similarities=s, jaccard=jaccard(pred, r["associations"]),
+                predictions=pred,
+                similarities=s,
+                jaccard=jaccard(pred, r["associations"]),
                 score_fool_the_ai=fool_the_ai_score(pred, r["associations"]),
-            )  # fmt: skip
+            )
     return _frame(rows)
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    cols = ["instance_id", "status", "reason", "cue", "prompt", "candidates", "associations", "predictions", "similarities", "jaccard", "score_fool_the_ai"]
+    cols = [
+        "instance_id",
+        "status",
+        "reason",
+        "cue",
+        "prompt",
+        "candidates",
+        "associations",
+        "predictions",
+        "similarities",
+        "jaccard",
+        "score_fool_the_ai",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df["score_fool_the_ai"] = df["score_fool_the_ai"].astype("Int64")
     df["jaccard"] = df["jaccard"].astype(float)
     return df
-
-

@@ -1,6 +1,8 @@
-"""Table and file I/O shared by every stage: schema-checked Parquet, atomic writes, params.
+"""File I/O shared by every stage: schema-checked Parquet, atomic writes, JSON and CSV.
 
-Every table is validated against its pandera ``DataFrameModel`` on write *and* on read.
+Stages read and write tables by catalog name (:mod:`stages.catalog`), which calls
+:func:`read_parquet` / :func:`write_parquet` here with the table's pandera model: every table is
+validated against its ``DataFrameModel`` on write *and* on read.
 Writes go to a temporary file in the target directory, then ``os.replace`` (atomic on
 POSIX), so an interrupted stage never leaves a half-written table behind.
 """
@@ -19,16 +21,11 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from schemas import TableModel, arrow_schema, check_lists, list_columns
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-
-
-class ParamsError(ValueError):
-    """A params.yaml section is missing a key or holds a bad value."""
 
 
 @contextmanager
@@ -59,7 +56,7 @@ def validate(df: pd.DataFrame, model: type[TableModel]) -> pd.DataFrame:
     return out[list(model.to_schema().columns)]
 
 
-def write_table(df: pd.DataFrame, path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
     """Validate ``df`` against ``model`` and write it atomically as Parquet. Returns the validated frame."""
     df = validate(df.reset_index(drop=True), model)
     table = pa.Table.from_pandas(df, schema=arrow_schema(model, df), preserve_index=False)
@@ -68,17 +65,15 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, model: type[TableMode
     return df
 
 
-def read_table(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+def read_parquet(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
     """Read a Parquet table and validate it against ``model``.
 
     List columns come back as Python lists of str (not numpy arrays).
 
     Raises:
-        FileNotFoundError: with the stage to run first, when the table does not exist.
+        FileNotFoundError: the file does not exist (:func:`stages.catalog.read_table` says which
+            stage to run first).
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the stage that writes it first (dvc repro)")
     table = pq.read_table(path)
     df = table.to_pandas()
     for col in list_columns(model):
@@ -132,25 +127,3 @@ def _json_default(o: Any) -> Any:
     if hasattr(o, "item"):
         return o.item()
     raise TypeError(f"{type(o).__name__} is not JSON serialisable")
-
-
-def load_params(path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
-    """Load params.yaml. Raises FileNotFoundError / ParamsError with the file name."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run from the project root (where dvc.yaml is)")
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, dict):
-        raise ParamsError(f"{path}: expected a mapping of stage sections")
-    return data
-
-
-def section(params: dict[str, Any], name: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One stage's params section; raises ParamsError naming the missing key."""
-    sec = params.get(name)
-    if not isinstance(sec, dict):
-        raise ParamsError(f"params.yaml has no '{name}:' section")
-    for key in required:
-        if key not in sec:
-            raise ParamsError(f"params.yaml: '{name}.{key}' is required")
-    return sec

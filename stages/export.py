@@ -4,48 +4,62 @@ Writes, from the ``selected`` instances:
 
 - ``benchmark.csv`` / ``benchmark.parquet``: the game benchmark with exactly the columns of
   ``winogavil_dataset.csv`` in its order (:data:`schemas.export.BENCHMARK_COLUMNS`), JSON list
-  cells, Python float repr (``1.0``, ``0.87``), LF, ``ID`` 0..n-1. Importing the release and
+  cells, Python float repr (``1.0``, ``0.87``), LF, permanent ``ID``s (the ID ledger). Importing the release and
   exporting at 0.8 reproduces ``winogavil_dataset.csv`` byte for byte (tested).
 - ``game_5_6.csv``, ``game_10_12.csv``, ``swow.csv``: the release's split layouts (with
   ``annotation_index`` and ``images_source``; SWOW weights), CRLF, whole numbers without ``.0``
   as the release writes them, each row's split ID; cell for cell equal to the release files.
-- ``dataset/test.parquet`` + ``dataset/images/<concept>.<ext>`` + ``dataset/README.md``: a
-  self-contained copy (``datasets.load_dataset("parquet", data_files=...)`` reads it) whose
-  ``candidate_images`` column gives each candidate's image path relative to ``dataset/``, and a
-  dataset card (counts, threshold, rival model, date, licenses, attribution).
+- ``dataset/test.parquet`` + ``dataset/README.md``: a Hugging Face dataset folder that
+  ``datasets.load_dataset("data/export/dataset")`` loads offline as split ``test``, with the
+  fields and types of the published ``nlphuji/winogavil`` (:data:`schemas.export.HF_FEATURES`):
+  the benchmark's columns plus ``candidate_images``, one ``Image`` per candidate (the image
+  file's bytes embedded in the Parquet file). Instances with a candidate that has no accepted
+  image are left out of the folder and counted in its card. The card (YAML front matter:
+  license, configs, features, splits; then counts, threshold, rival model, licenses,
+  attribution) holds no date, so its bytes are the same on every machine.
 """
 
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import io
 import json
-import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from schemas.export import BENCHMARK_COLUMNS, Benchmark, BenchmarkDataset
-from schemas.ocr import Ocr
-from schemas.selection import Selection
-from stages._io import atomic_path, read_table, section, write_json, write_table
-from stages.ocr_filter import OCR_PATH
-from stages.select_instances import SELECTION_PATH
+from schemas.export import BENCHMARK_COLUMNS, HF_FEATURES, BenchmarkDataset
+from schemas.ocr import accepted_images
+from stages import catalog
+from stages._io import atomic_path, validate
+from stages.domain import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
 
-EXPORT_DIR = "data/export"
-BENCHMARK_CSV = "data/export/benchmark.csv"
-BENCHMARK_PARQUET = "data/export/benchmark.parquet"
-SPLIT_FILES = {"game_5_6": "data/export/game_5_6.csv", "game_10_12": "data/export/game_10_12.csv", "swow": "data/export/swow.csv"}
-DATASET_DIR = "data/export/dataset"
-METRICS_PATH = "data/metrics/export.json"
+if TYPE_CHECKING:
+    from stages.config import Params
 
-GAME_SPLIT_COLUMNS = ["candidates", "cue", "associations", "score_fool_the_ai", "num_associations", "annotation_index",
-                      "num_candidates", "solvers_jaccard_mean", "solvers_jaccard_std", "images_source", "ID"]  # fmt: skip
-SWOW_SPLIT_COLUMNS = ["ID", "cue", "associations", "num_associations", "cue_weight", "associations_mean_weight",
-                      "candidates", "candidates_connectivity_score", "solvers_jaccard_mean", "solvers_jaccard_std"]  # fmt: skip
+
+class Metrics(TypedDict):
+    """``data/metrics/export.json``."""
+
+    instances: int
+    by_num_candidates: dict[int, int]
+    split_files: dict[str, int]  # split -> rows
+    candidates_with_image: int
+    candidates_total: int
+    dataset_instances: int  # rows of dataset/test.parquet (every candidate has an image)
+    dataset_left_out: int  # benchmark instances left out of it (a candidate without an image)
+    dataset_images: int  # distinct images in it
+
+
+#: Release split file -> its catalog name.
+SPLIT_FILES = {"game_5_6": "split_game_5_6", "game_10_12": "split_game_10_12", "swow": "split_swow"}
+
+GAME_SPLIT_COLUMNS = list(RELEASE_GAME_COLUMNS)
+SWOW_SPLIT_COLUMNS = list(RELEASE_SWOW_COLUMNS)
 
 
 def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFrame:
@@ -91,33 +105,123 @@ def to_split_csv(header: list[str], rows: list[list[str]]) -> str:
     return buf.getvalue()
 
 
-def dataset_table(bench: pd.DataFrame, image_names: dict[str, str]) -> pd.DataFrame:
-    """The benchmark plus ``candidate_images`` (``images/<file>`` or "" when none was accepted)."""
-    out = bench.copy()
-    out["candidate_images"] = [[f"images/{image_names[c]}" if c in image_names else "" for c in cands] for cands in out["candidates"]]
-    return out
+#: Rows per Parquet row group in ``dataset/test.parquet``: what ``datasets`` decodes at once
+#: (Hugging Face's own default for image data). Within a row group each distinct image's bytes
+#: are stored once (dictionary encoding), however many instances show it.
+ROW_GROUP_ROWS = 100
+_ARROW = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
+_IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])  # datasets.Image's storage
 
 
-def dataset_card(bench: pd.DataFrame, selection: pd.DataFrame, params: dict[str, Any], n_images: int, built: str) -> str:
-    """A Markdown dataset card: contents, how it was selected, rival model, licenses."""
-    by_n = bench["num_candidates"].value_counts().sort_index()
-    sel = selection
-    counts = sel.groupby(["dataset", "status"]).size()
-    thr = params["select"]["min_solver_jaccard"]
-    score = params["score"]
-    rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items())
+def hf_arrow_schema() -> pa.Schema:
+    """The Arrow schema of ``dataset/test.parquet``, from :data:`schemas.export.HF_FEATURES`."""
+    fields = []
+    for name, kind, typ in HF_FEATURES:
+        inner = _IMAGE if typ == "image" else _ARROW[typ]
+        fields.append(pa.field(name, pa.list_(inner) if kind == "list" else inner))
+    return pa.schema(fields)
+
+
+def dataset_table(bench: pd.DataFrame, images: dict[str, tuple[str, str]], embed: bool = True) -> pd.DataFrame:
+    """The dataset folder's rows: the instances of ``bench`` whose every candidate has an image in
+    ``images`` (concept -> (sha256, path), :func:`schemas.ocr.accepted_images`), plus
+    ``candidate_images``, one ``{"bytes", "path"}`` cell per candidate, in candidate order.
+
+    ``embed``: the cell holds the file's bytes and its name ``<concept>.<ext>``; otherwise no bytes
+    and the file's path relative to the project root (decodable only from there). Each file is
+    read once; cells showing the same image share one ``bytes`` object."""
+    keep = [all(c in images for c in cands) for cands in bench["candidates"]]
+    out = bench[keep].reset_index(drop=True)
+    blobs: dict[str, bytes] = {}
+
+    def cell(concept: str) -> dict[str, Any]:
+        path = images[concept][1]
+        if not embed:
+            return {"bytes": None, "path": path}
+        if concept not in blobs:
+            blobs[concept] = Path(path).read_bytes()
+        return {"bytes": blobs[concept], "path": f"{concept}{Path(path).suffix}"}
+
+    return out.assign(candidate_images=[[cell(c) for c in cands] for cands in out["candidates"]])
+
+
+def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFrame, int]:
+    """Validate ``ds`` (:class:`schemas.export.BenchmarkDataset`) and write it atomically with the
+    Hugging Face schema, :data:`ROW_GROUP_ROWS` rows per row group; returns (the validated frame,
+    its size in Arrow memory: the card's ``num_bytes``).
+
+    An empty table is written with no row group at all (``datasets`` cannot read a zero-row row
+    group). Not :func:`stages.catalog.write_table`: its schema has no binary image cells."""
+    ds = validate(ds.reset_index(drop=True), BenchmarkDataset)
+    schema = hf_arrow_schema()
+    nbytes = 0
+    with atomic_path(path, ".parquet") as tmp:
+        # one dictionary page per column chunk holds each distinct image once (default limit: 1 MiB)
+        with pq.ParquetWriter(tmp, schema, use_dictionary=True, dictionary_pagesize_limit=1 << 30) as w:
+            for i in range(0, len(ds), ROW_GROUP_ROWS):
+                part = ds.iloc[i : i + ROW_GROUP_ROWS]
+                table = pa.Table.from_pydict(
+                    {f.name: [None if v is pd.NA else v for v in part[f.name].tolist()] for f in schema},
+                    schema=schema,
+                )
+                nbytes += table.nbytes
+                w.write_table(table)
+    return ds, nbytes
+
+
+def _features_yaml() -> str:
+    return "\n".join(f"  - name: {name}\n    {kind}: {typ}" for name, kind, typ in HF_FEATURES)
+
+
+def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame, params: Params, num_bytes: int) -> str:
+    """The dataset folder's README.md: YAML front matter that ``datasets`` and the Hub read
+    (license, ``configs`` with the ``test`` split's data file, ``dataset_info`` with the features
+    and the split's size, checked by ``load_dataset``), then counts, how it was made, licenses.
+
+    Carries no build date or other wall-clock value: the card is a hashed DVC output, and the
+    same inputs must give the same bytes on every machine (``dvc.lock`` stays unchanged)."""
+    by_n = ds["num_candidates"].value_counts().sort_index()
+    left_out = len(bench) - len(ds)
+    counts = selection.groupby(["dataset", "status"]).size()
+    thr = params.select.min_solver_jaccard
+    score = params.score
+    n_images = len({c for cands in ds["candidates"] for c in cands})
+    rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
     fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in counts.items())
+    stored = (
+        "embedded in `test.parquet` (each image file's bytes; `path` is its file name)"
+        if params.export.copy_images
+        else "not embedded (`export.copy_images: false`): `path` is the file relative to the project root, "
+        "so the images decode only when the dataset is loaded from there"
+    )
     return f"""---
 license: cc-by-4.0
-task_categories: [image-classification]
 language: [en]
 pretty_name: WinoGAViL-style association benchmark
+tags: [commonsense-reasoning, visual-reasoning]
+configs:
+- config_name: default
+  data_files:
+  - split: test
+    path: test.parquet
+dataset_info:
+  features:
+{_features_yaml()}
+  splits:
+  - name: test
+    num_bytes: {num_bytes}
+    num_examples: {len(ds)}
 ---
 # WinoGAViL-style association benchmark
 
-Built {built} by winogavil-pipeline. One split, `test.parquet` ({len(bench)} instances); the same rows as
-`../benchmark.csv`, plus `candidate_images`: each candidate's image, relative to this folder
-({n_images} image files in `images/`; "" where the pipeline had no accepted image).
+Built by winogavil-pipeline. Load it with `datasets.load_dataset("<this folder>", split="test")`
+(offline; the fields and types of the published `nlphuji/winogavil`). One split, `test`:
+{len(ds)} of the {len(bench)} instances of `../benchmark.csv` (same rows and IDs), each with
+`candidate_images`, one image per candidate in candidate order ({n_images} distinct images,
+{stored}).
+
+**Left out: {left_out} instances** with at least one candidate that has no accepted image (the
+crawl found none, or OCR rejected every image showing the word); `../benchmark.csv` keeps them.
 
 Each instance: a `cue`, `num_candidates` candidate images, and the `num_associations` associations a
 spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard index with the associations.
@@ -128,9 +232,10 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 
 ## How it was made
 - Selection: instances whose mean solver Jaccard (3 solvers, `solvers_jaccard_mean`, rounded to 2
-  decimals) is >= {thr}; model scores are not used to select. IDs renumbered 0..n-1.
+  decimals) is >= {thr}; model scores are not used to select. IDs are permanent (a ledger):
+  0..n-1 on a first build; an instance that stops being selected leaves a gap.
 - Rival model: `score_fool_the_ai` = 100 - int(100 x Jaccard of the rival model's top-K); for released
-  instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {score['model']} / {score['pretrained']}.
+  instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {score.model} / {score.pretrained}.
 - Instance fates in this build (dataset / status / count):
 
 | dataset | status | instances |
@@ -148,51 +253,39 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 """
 
 
-def _build_date() -> str:
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
-    return when.date().isoformat()
+def run(params: Params) -> Metrics:
+    """Stage entry point: selection (+ accepted images) -> benchmark, split files, dataset folder.
 
-
-def run(params: dict[str, Any]) -> dict[str, Any]:
-    """Stage entry point: selection (+ accepted images) -> benchmark, split files, dataset folder."""
-    section(params, "export", ("copy_images",))
-    copy_images = bool(params["export"]["copy_images"])
-    selection = read_table(SELECTION_PATH, Selection)
-    bench = write_table(benchmark_table(selection), BENCHMARK_PARQUET, Benchmark)
-    with atomic_path(BENCHMARK_CSV, ".csv") as tmp:
+    Returns the metrics: instances, by number of candidates, rows per split file, candidates
+    with an image and in total."""
+    selection = catalog.read_table("selection")
+    bench = catalog.write_table(benchmark_table(selection), "benchmark")
+    with atomic_path(catalog.path("benchmark_csv", "write"), ".csv") as tmp:
         tmp.write_text(to_release_csv(bench))
     split_counts = {}
-    for split, path in SPLIT_FILES.items():
+    for split, name in SPLIT_FILES.items():
         header, rows = split_table(selection, split)
-        with atomic_path(path, ".csv") as tmp:
+        with atomic_path(catalog.path(name, "write"), ".csv") as tmp:
             tmp.write_text(to_split_csv(header, rows))
         split_counts[split] = len(rows)
 
-    ocr = read_table(OCR_PATH, Ocr)
-    accepted = ocr[ocr["status"] == "accepted"]
-    wanted = {c for cands in bench["candidates"] for c in cands}
-    names = {c: f"{c}{Path(p).suffix}" for c, p in zip(accepted["concept"], accepted["path"]) if c in wanted}
-    dataset_dir = Path(DATASET_DIR)
-    images_dir = dataset_dir / "images"
-    if images_dir.exists():
-        shutil.rmtree(images_dir)
-    if copy_images:
-        images_dir.mkdir(parents=True)
-        for concept, path in zip(accepted["concept"], accepted["path"]):
-            if concept in names:
-                shutil.copyfile(path, images_dir / names[concept])
-    else:
-        names = {}
-    write_table(dataset_table(bench, names), dataset_dir / "test.parquet", BenchmarkDataset)
+    images = accepted_images(catalog.read_table("ocr"))
+    dataset_dir = catalog.path("dataset_dir", "write")
+    shutil.rmtree(dataset_dir / "images", ignore_errors=True)  # the layout before images were embedded
+    ds, num_bytes = write_dataset_parquet(
+        dataset_table(bench, images, embed=params.export.copy_images),
+        catalog.path("benchmark_dataset", "write"),
+    )
     with atomic_path(dataset_dir / "README.md", ".md") as tmp:
-        tmp.write_text(dataset_card(bench, selection, params, len(names), _build_date()))
-    metrics = {
+        tmp.write_text(dataset_card(bench, ds, selection, params, num_bytes))
+    metrics: Metrics = {
         "instances": len(bench),
         "by_num_candidates": bench["num_candidates"].value_counts().sort_index().to_dict(),
         "split_files": split_counts,
-        "candidates_with_image": sum(1 for cands in bench["candidates"] for c in cands if c in names),
+        "candidates_with_image": sum(1 for cands in bench["candidates"] for c in cands if c in images),
         "candidates_total": int(bench["num_candidates"].sum()),
+        "dataset_instances": len(ds),
+        "dataset_left_out": len(bench) - len(ds),
+        "dataset_images": len({c for cands in ds["candidates"] for c in cands}),
     }
-    write_json(METRICS_PATH, metrics)
     return metrics

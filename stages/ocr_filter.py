@@ -40,25 +40,32 @@ import importlib.metadata
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 from rapidfuzz import fuzz
 
-from schemas.crawl import Candidates, Images
 from schemas.ocr import Ocr, OcrCache
-from stages._io import partitions, read_table, section, write_csv, write_json, write_table
+from stages import catalog
+from stages._io import partitions, read_parquet, write_csv, write_parquet
 from stages._progress import progress
-from stages.crawl_images import CANDIDATES_PATH, IMAGES_PATH
 
-OCR_PATH = "data/ocr/ocr.parquet"
-CACHE_PATH = "data/cache/ocr_detections.parquet"
-PLOT_FATES = "data/plots/ocr_fates.csv"
-METRICS_PATH = "data/metrics/ocr_filter.json"
+if TYPE_CHECKING:
+    from stages.config import OcrParams, Params
+
+
+class Metrics(TypedDict):
+    """``data/metrics/ocr_filter.json``."""
+
+    images_read: int
+    fell_through: int  # accepted below rank 1
+    by_status: dict[str, int]
+
+
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 #: One OCR detection: (text, confidence in [0, 1]).
@@ -113,8 +120,8 @@ def match_text(concept: str, detections: Sequence[Detection], rule: MatchRule) -
 
 def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
     """Decode with Pillow, convert to RGB, downscale so the long side <= ``canvas_size`` px."""
-    with Image.open(path) as im:
-        im = im.convert("RGB")
+    with Image.open(path) as src:
+        im = src.convert("RGB")
         im.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
         return np.asarray(im)
 
@@ -167,9 +174,49 @@ def make_reader(gpu: bool = False, batch_size: int = 8) -> BatchReader:
     return read
 
 
+#: Seconds between OCR progress lines: a line follows each batch (``ocr.batch_size`` images, a few
+#: seconds on a CPU) at most this often, whatever the number of images.
+PROGRESS_INTERVAL_S = 5.0
+_LOAD_CHUNK = 64  # images decoded at once: bounds memory; same-shaped ones among them are batched
+
+
+def _read_in_batches(
+    need: dict[str, str],
+    canvas_size: int,
+    read: BatchReader,
+    cache: dict[tuple[str, int], list[Detection]],
+    batch_size: int,
+) -> Iterator[str]:
+    """OCR the images ``need`` (sha256 -> path) into ``cache``, yielding each sha256 once read.
+
+    Decodes :data:`_LOAD_CHUNK` images at a time and calls ``read`` once per group of up to
+    ``batch_size`` same-shaped images among them: the very detector batches ``read`` would form
+    from the whole chunk (it groups by shape and splits by batch size alike), so results and
+    speed are unchanged, and a progress line can follow every batch."""
+    shas = sorted(need)
+    step = max(1, batch_size)
+    for i in range(0, len(shas), _LOAD_CHUNK):
+        part = shas[i : i + _LOAD_CHUNK]
+        arrays = [load_for_ocr(need[s], canvas_size) for s in part]
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for j, im in enumerate(arrays):
+            groups.setdefault(im.shape, []).append(j)
+        for idx in groups.values():
+            for k in range(0, len(idx), step):
+                batch = idx[k : k + step]
+                for j, found in zip(batch, read([arrays[j] for j in batch], canvas_size)):
+                    cache[(part[j], canvas_size)] = found
+                    yield part[j]
+
+
 def decide(
-    images: pd.DataFrame, candidates: pd.DataFrame, rule: MatchRule, canvas_size: int, cache: dict[tuple[str, int], list[Detection]],
+    images: pd.DataFrame,
+    candidates: pd.DataFrame,
+    rule: MatchRule,
+    canvas_size: int,
+    cache: dict[tuple[str, int], list[Detection]],
     read: BatchReader | None = None,
+    batch_size: int = 8,
 ) -> pd.DataFrame:
     """Images + candidates tables -> one :class:`schemas.ocr.Ocr` row per concept (fall-through).
 
@@ -177,8 +224,10 @@ def decide(
         images: :class:`schemas.crawl.Images` rows (one per concept).
         candidates: :class:`schemas.crawl.Candidates` rows; ``kept`` ones are read in rank order.
         cache: (sha256, canvas_size) -> detections; consulted first and extended in place.
-        read: OCR for images missing from ``cache`` (one batch per fall-through round);
-            None means every needed image must already be cached.
+        read: OCR for images missing from ``cache`` (one round per fall-through rank), called
+            on groups of up to ``batch_size`` same-shaped images (:func:`_read_in_batches`), with
+            a progress line every :data:`PROGRESS_INTERVAL_S` seconds; None means every needed
+            image must already be cached.
 
     Raises:
         KeyError: ``read`` is None and a needed image is not cached.
@@ -186,7 +235,9 @@ def decide(
     kept = candidates[candidates["status"] == "kept"].sort_values(["concept", "rank"])
     queue_by_concept = {c: list(g.itertuples(index=False)) for c, g in kept.groupby("concept", sort=False)}
     ok = images[images["status"] == "ok"]
-    state = {c: {"pos": 0, "rejections": [], "winner": None, "last": None} for c in ok["concept"]}
+    state: dict[str, dict[str, Any]] = {
+        c: {"pos": 0, "rejections": [], "winner": None, "last": None} for c in ok["concept"]
+    }
     pending = [c for c in state if queue_by_concept.get(c)]
     while pending:  # one round per rank: OCR only what the earlier ranks did not settle
         need = {}
@@ -197,11 +248,9 @@ def decide(
         if need:
             if read is None:
                 raise KeyError(f"{len(need)} image(s) not in the OCR cache")
-            shas = sorted(need)
-            for i in progress(range(0, len(shas), 64), "ocr_filter (chunks of 64 images)", min_total=4):
-                part = shas[i : i + 64]
-                dets = read([load_for_ocr(need[s], canvas_size) for s in part], canvas_size)
-                cache.update({(s, canvas_size): d for s, d in zip(part, dets)})
+            batches = _read_in_batches(need, canvas_size, read, cache, batch_size)
+            for _ in progress(batches, "ocr_filter: OCR", total=len(need), interval=PROGRESS_INTERVAL_S, min_total=1):
+                pass
         nxt = []
         for c in pending:
             st = state[c]
@@ -209,7 +258,9 @@ def decide(
             d = match_text(c, cache[(cand.sha256, canvas_size)], rule)
             st["last"] = (cand, d)
             if d.rejected:
-                st["rejections"].append(f"#{cand.rank}: OCR read '{d.token}' ~ '{c}' (ratio {d.score:.1f} >= {rule.match_threshold})")
+                st["rejections"].append(
+                    f"#{cand.rank}: OCR read '{d.token}' ~ '{c}' (ratio {d.score:.1f} >= {rule.match_threshold})"
+                )
                 st["pos"] += 1
                 if st["pos"] < len(queue_by_concept[c]):
                     nxt.append(c)
@@ -220,20 +271,33 @@ def decide(
     for rec in images.itertuples(index=False):
         base = {"concept": rec.concept}
         if rec.status != "ok":
-            rows.append({**base, "status": "no_image", "reason": f"crawl status {rec.status}: {rec.reason}", "candidates_read": 0})
+            rows.append(
+                {
+                    **base,
+                    "status": "no_image",
+                    "reason": f"crawl status {rec.status}: {rec.reason}",
+                    "candidates_read": 0,
+                }
+            )
             continue
         st = state[rec.concept]
-        cand, d = st["winner"] or st["last"] or (None, None)
+        cand, d = cast(tuple[Any, Any], st["winner"] or st["last"] or (None, None))
         if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
             rows.append({**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0})
             continue
         dets = cache[(cand.sha256, canvas_size)]
         row = {
-            **base, "sha256": cand.sha256, "path": cand.path, "source_url": cand.url, "rank": cand.rank,
+            **base,
+            "sha256": cand.sha256,
+            "path": cand.path,
+            "source_url": cand.url,
+            "rank": cand.rank,
             "candidates_read": len(st["rejections"]) + (1 if st["winner"] else 0),
-            "ocr_text": " ".join(t for t, _ in dets), "ocr_confidence": max((c for _, c in dets), default=None),
-            "match_token": d.token, "match_score": d.score,
-        }  # fmt: skip
+            "ocr_text": " ".join(t for t, _ in dets),
+            "ocr_confidence": max((c for _, c in dets), default=None),
+            "match_token": d.token,
+            "match_score": d.score,
+        }
         if st["winner"]:
             row |= {"status": "accepted", "reason": "; ".join(st["rejections"]) or None}
         else:
@@ -251,22 +315,27 @@ def load_cache(path: str, engine: str) -> tuple[dict[tuple[str, int], list[Detec
 
     if not Path(path).exists():
         return {}, pd.DataFrame(columns=list(OcrCache.to_schema().columns))
-    rows = read_table(path, OcrCache)
+    rows = read_parquet(path, OcrCache)
     mine = rows[rows["engine"] == engine]
-    cache = {(s, int(c)): [(t, float(x)) for t, x in json.loads(d)] for s, c, d in zip(mine["sha256"], mine["canvas_size"], mine["detections"])}
+    cache = {
+        (s, int(c)): [(t, float(x)) for t, x in json.loads(d)]
+        for s, c, d in zip(mine["sha256"], mine["canvas_size"], mine["detections"])
+    }
     return cache, rows[rows["engine"] != engine]
 
 
 def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detection]], others: pd.DataFrame) -> None:
     """Write the cache atomically: other engines' rows plus this engine's, sorted for stable bytes."""
     mine = pd.DataFrame(
-        [{"sha256": s, "canvas_size": c, "engine": engine, "detections": json.dumps([[t, x] for t, x in d])} for (s, c), d in sorted(cache.items())],
+        [
+            {"sha256": s, "canvas_size": c, "engine": engine, "detections": json.dumps([[t, x] for t, x in d])}
+            for (s, c), d in sorted(cache.items())
+        ],
         columns=list(OcrCache.to_schema().columns),
     )
-    write_table(pd.concat([others, mine], ignore_index=True), path, OcrCache)
+    write_parquet(pd.concat([others, mine], ignore_index=True), path, OcrCache)
 
 
-REQUIRED = ("match_threshold", "min_confidence", "min_word_len", "canvas_size", "gpu", "batch_size", "partition_size")
 _READERS: dict[tuple[bool, int], BatchReader] = {}  # one EasyOCR Reader per process
 
 
@@ -274,13 +343,13 @@ def _engine() -> str:
     return f"easyocr-{importlib.metadata.version('easyocr')}-en"
 
 
-def _rule(p: dict[str, Any]) -> MatchRule:
-    return MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
+def _rule(p: OcrParams) -> MatchRule:
+    return MatchRule(float(p.match_threshold), float(p.min_confidence), int(p.min_word_len))
 
 
-def _lazy_reader(p: dict[str, Any]) -> BatchReader:
+def _lazy_reader(p: OcrParams) -> BatchReader:
     """A reader that loads EasyOCR (~3 s) only when some image is not cached, once per process."""
-    key = (bool(p["gpu"]), int(p["batch_size"]))
+    key = (p.gpu, p.batch_size)
 
     def read(images: list[np.ndarray], canvas: int) -> list[list[Detection]]:
         if key not in _READERS:
@@ -290,56 +359,69 @@ def _lazy_reader(p: dict[str, Any]) -> BatchReader:
     return read
 
 
-def plan(params: dict[str, Any]) -> list[list[str]]:
+def _cache_path() -> str:
+    return str(catalog.path("ocr_detections", "write"))
+
+
+def plan(params: Params) -> list[list[str]]:
     """Concepts with a crawled image, in partitions of ``ocr.partition_size``."""
-    p = section(params, "ocr", REQUIRED)
-    images = read_table(IMAGES_PATH, Images)
-    return partitions(sorted(images.loc[images["status"] == "ok", "concept"]), p["partition_size"])
+    images = catalog.read_table("images")
+    return partitions(sorted(images.loc[images["status"] == "ok", "concept"]), params.ocr.partition_size)
 
 
-def work(params: dict[str, Any], concepts: list[str]) -> dict[str, list[list]]:
+def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:
     """OCR what the fall-through of ``concepts`` needs and is not cached; returns the new
     detections as ``{sha256: [[text, confidence], ...]}`` (the cache is written by :func:`reduce`)."""
-    p = section(params, "ocr", REQUIRED)
-    canvas = int(p["canvas_size"])
+    p = params.ocr
     wanted = set(concepts)
-    images = read_table(IMAGES_PATH, Images)
-    cands = read_table(CANDIDATES_PATH, Candidates)
-    cache, _ = load_cache(CACHE_PATH, _engine())
+    images = catalog.read_table("images")
+    cands = catalog.read_table("candidates")
+    cache, _ = load_cache(_cache_path(), _engine())
     before = set(cache)
-    decide(images[images["concept"].isin(wanted)], cands[cands["concept"].isin(wanted)], _rule(p), canvas, cache, _lazy_reader(p))
+    decide(
+        images[images["concept"].isin(wanted)],
+        cands[cands["concept"].isin(wanted)],
+        _rule(p),
+        p.canvas_size,
+        cache,
+        _lazy_reader(p),
+        p.batch_size,
+    )
     return {s: [[t, c] for t, c in cache[(s, cv)]] for (s, cv) in set(cache) - before}
 
 
-def reduce(params: dict[str, Any], results: list[dict[str, list[list]]]) -> dict[str, Any]:
-    """Merge the partitions' detections into the cache and decide every concept (no OCR left to do)."""
-    p = section(params, "ocr", REQUIRED)
-    canvas = int(p["canvas_size"])
+def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
+    """Merge the partitions' detections into the cache and decide every concept (no OCR left to do).
+
+    Returns the metrics: images_read, fell_through (accepted below rank 1), by_status."""
+    p = params.ocr
+    canvas = p.canvas_size
     engine = _engine()
-    cache, old = load_cache(CACHE_PATH, engine)
+    cache, old = load_cache(_cache_path(), engine)
     new = 0
     for r in results:
         for s, dets in r.items():
             new += (s, canvas) not in cache
             cache[(s, canvas)] = [(str(t), float(c)) for t, c in dets]
-    images = read_table(IMAGES_PATH, Images)
-    df = decide(images, read_table(CANDIDATES_PATH, Candidates), _rule(p), canvas, cache, read=None)
-    write_table(df, OCR_PATH, Ocr)
+    images = catalog.read_table("images")
+    df = decide(images, catalog.read_table("candidates"), _rule(p), canvas, cache, read=None)
+    catalog.write_table(df, "ocr")
     if new:
-        save_cache(CACHE_PATH, engine, cache, old)
-    fate = df["status"].where(df["status"] != "no_image", "no_image: " + df["reason"].str.extract(r"crawl status (\w+)")[0].fillna("?"))
-    write_csv(fate.value_counts().rename_axis("fate").rename("concepts").reset_index().sort_values("fate"), PLOT_FATES)
+        save_cache(_cache_path(), engine, cache, old)
+    fate = df["status"].where(
+        df["status"] != "no_image", "no_image: " + df["reason"].str.extract(r"crawl status (\w+)")[0].fillna("?")
+    )
+    plot = fate.value_counts().rename_axis("fate").rename("concepts").reset_index().sort_values("fate")
+    write_csv(plot, catalog.path("plot_ocr_fates", "write"))
     read_total = int(df["candidates_read"].sum())
     print(f"ocr_filter: {new} image(s) OCRed, {read_total - new} decision(s) from the cache", file=sys.stderr)
-    metrics = {
+    return {
         "images_read": read_total,
         "fell_through": int(((df["status"] == "accepted") & (df["rank"] > 1)).sum()),
         "by_status": df["status"].value_counts().sort_index().to_dict(),
     }
-    write_json(METRICS_PATH, metrics)
-    return metrics
 
 
-def run(params: dict[str, Any]) -> dict[str, Any]:
+def run(params: Params) -> Metrics:
     """Stage entry point: crawl candidates -> one OCR decision per concept (+ detection cache)."""
     return reduce(params, [work(params, part) for part in plan(params)])

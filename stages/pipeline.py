@@ -1,8 +1,13 @@
-"""The stage registry: one definition of every stage's params, inputs and outputs.
+"""The stage registry: every stage's reads, writes and params, by catalog name.
 
-``dvc.yaml`` is generated from :data:`STAGES` (``gavil dvc-yaml --write``; a test fails when
-the committed file drifts), ``gavil stage NAME`` runs a stage for DVC, and the Prefect flow
-(:mod:`flows.build`) runs the very same ``run_stage`` calls as tasks in DAG order.
+``dvc.yaml`` is generated from :data:`STAGES` (``gavil dvc-yaml --write``; a test fails when the
+committed file drifts) without importing any stage module: paths come from the catalog
+(:mod:`stages.catalog`), code dependencies from each stage's import closure
+(:mod:`stages.codedeps`), params from the typed sections (:mod:`stages.config`, runtime knobs
+left out). ``gavil stage NAME`` runs a stage for DVC, and the Prefect flow (:mod:`flows.build`)
+runs the very same ``run_stage`` / ``plan_stage`` / ``work_stage`` / ``reduce_stage`` calls as
+tasks in DAG order. While a stage runs, the catalog refuses reads and writes its spec does not
+declare, so the DAG written here is the DAG the code follows.
 """
 
 from __future__ import annotations
@@ -10,124 +15,167 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from stages import build_instances as bi
-from stages import crawl_images as ci
-from stages import evaluate as ev
-from stages import export as ex
-from stages import filter_profanity as fp
-from stages import import_annotations as ia
-from stages import ingest_concepts as ic
-from stages import ocr_filter as oc
-from stages import score_candidates as sc
-from stages import select_instances as si
-from stages._io import load_params, write_json
-
-_SHARED_CODE = ("stages/_io.py", "schemas/__init__.py")
-#: Run timings, one ``<stage>.json`` per stage (``seconds``; ``partitions`` when the flow mapped them).
-#: Declared as top-level ``metrics`` in dvc.yaml, so ``dvc metrics show`` lists them beside the
-#: stages' own metrics; not stage outputs (they differ on every run, so dvc.lock holds no hash of
-#: them) and not in git.
-TIMINGS_DIR = "data/metrics/timings"
-_MODEL_CODE = ("stages/_models.py", "stages/_embeddings.py", "stages/_torchvision_compat.py", "stages/winogavil.py", "schemas/embeddings.py")
+from stages import catalog
+from stages._io import write_json
+from stages._metrics import METRICS_SUMMARY, details_path, metrics_summary  # noqa: F401 (re-exported)
+from stages.codedeps import code_deps
+from stages.config import SECTIONS, Params, load_params
+from stages.errors import GavilError
 
 
 @dataclass(frozen=True)
 class StageSpec:
-    """A pipeline stage: module ``stages.<name>`` with ``run(params) -> metrics``."""
+    """A pipeline stage: module ``stages.<name>`` with ``run(params) -> metrics``; a partitioned one
+    also has ``plan(params) -> parts``, ``work(params, part)`` and ``reduce(params, results) -> metrics``."""
 
     name: str
-    params: tuple[str, ...]  # the params.yaml sections it reads (its own first)
-    inputs: tuple[str, ...]  # data it reads (may use ${section.key} from params.yaml)
-    outs: tuple[str, ...]
-    metrics: str
-    code: tuple[str, ...] = field(default=())  # extra source files besides stages/<name>.py
-    persist: tuple[str, ...] = field(default=())  # outputs kept across runs (caches), not DVC-cached
-    kept: tuple[str, ...] = field(default=())  # outputs kept across runs (resumable) *and* DVC-cached (push/pull)
-    plots: tuple[str | tuple[str, dict[str, str]], ...] = field(default=())  # `dvc plots show`: path or (path, x/y/template)
-    network: bool = False  # may fetch over the network (web crawl, model weights): retried by the flow
+    reads: tuple[str, ...] = ()  # catalog names it reads (another stage's outputs)
+    writes: tuple[str, ...] = ()  # catalog names it writes (it may also read them: caches)
+    params: tuple[str, ...] = ()  # params.yaml sections, or section.key, it depends on
+    external: tuple[str, ...] = ()  # input paths outside the catalog (may use ${section.key})
+    partitioned: bool = False
+    network: bool = field(default=False)  # may fetch over the network: retried by the flow
 
     @property
-    def partitioned(self) -> bool:
-        """Whether the stage splits its work: ``plan(params) -> parts``, ``work(params, part)``,
-        ``reduce(params, results) -> metrics`` (``run`` = reduce over work over plan)."""
-        m = importlib.import_module(f"stages.{self.name}")
-        return all(hasattr(m, f) for f in ("plan", "work", "reduce"))
+    def metrics(self) -> str:
+        """Its metrics file, ``data/metrics/<name>.json``."""
+        return catalog.metrics_path(self.name)
 
     @property
-    def deps(self) -> list[str]:
-        return [f"stages/{self.name}.py", *self.code, *_SHARED_CODE, *self.inputs]
+    def param_keys(self) -> list[str]:
+        """The params it depends on, key by key, runtime knobs left out (``dvc.yaml`` params)."""
+        keys: list[str] = []
+        for p in self.params:
+            sec, _, key = p.partition(".")
+            if sec not in SECTIONS:
+                raise GavilError(f"stage {self.name}: params names unknown section {sec!r}")
+            keys += [p] if key else [f"{sec}.{k}" for k in SECTIONS[sec].output_keys()]
+        return keys
 
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("ingest_concepts", ("ingest",), ("${ingest.path}",), (ic.CONCEPTS_PATH, ic.EDGES_PATH), ic.METRICS_PATH, ("schemas/ingest.py",)),
-    StageSpec("filter_profanity", ("profanity",), (ic.CONCEPTS_PATH,), (fp.FILTER_PATH,), fp.METRICS_PATH, ("schemas/profanity.py",)),
+    StageSpec("ingest_concepts", writes=("concepts", "edges"), params=("ingest",), external=("${ingest.path}",)),
+    StageSpec("filter_profanity", reads=("concepts",), writes=("concept_filter",), params=("profanity",)),
     StageSpec(
-        # the journal (ci.JOURNAL_DIR) is not an output: its segments are named per run; DVC leaves it alone
-        "crawl_images", ("crawl",), (fp.FILTER_PATH, "${crawl.local_dir}", "${crawl.urllist_path}"),
-        (ci.CANDIDATES_PATH, ci.IMAGES_PATH), ci.METRICS_PATH, ("schemas/crawl.py",),
-        kept=(ci.STORE_DIR,), network=True,
-    ),  # fmt: skip
+        # the journal is not a DVC output (its segments are named per run); DVC leaves it alone
+        "crawl_images",
+        reads=("concept_filter",),
+        writes=("candidates", "images", "image_store", "crawl_journal"),
+        params=("crawl",),
+        external=("${crawl.local_dir}", "${crawl.urllist_path}"),
+        partitioned=True,
+        network=True,
+    ),
     StageSpec(
-        "ocr_filter", ("ocr",), (ci.CANDIDATES_PATH, ci.IMAGES_PATH, ci.STORE_DIR), (oc.OCR_PATH,), oc.METRICS_PATH,
-        ("schemas/ocr.py", "stages/_torchvision_compat.py"), persist=(oc.CACHE_PATH,),
-        plots=((oc.PLOT_FATES, {"x": "concepts", "y": "fate", "template": "bar_horizontal", "title": "Concepts by OCR fate"}),),
-    ),  # fmt: skip
+        "ocr_filter",
+        reads=("candidates", "images", "image_store"),
+        writes=("ocr", "ocr_detections", "plot_ocr_fates"),
+        params=("ocr",),
+        partitioned=True,
+    ),
     StageSpec(
-        "build_instances", ("instances",), (oc.OCR_PATH, fp.FILTER_PATH, ic.EDGES_PATH),
-        (bi.CANDIDATE_SETS_PATH, bi.SWOW_INSTANCES_PATH), bi.METRICS_PATH, ("schemas/instances.py", "stages/winogavil.py"),
-    ),  # fmt: skip
+        "build_instances",
+        reads=("ocr", "concept_filter", "edges"),
+        writes=("candidate_sets", "swow_instances"),
+        params=("instances",),
+    ),
     StageSpec(
-        "score_candidates", ("score",), (bi.SWOW_INSTANCES_PATH, oc.OCR_PATH, ci.STORE_DIR), (sc.SCORES_PATH,), sc.METRICS_PATH,
-        _MODEL_CODE + ("schemas/scores.py",), persist=(sc.CACHE_PATH,), network=True,
-    ),  # fmt: skip
+        "score_candidates",
+        reads=("swow_instances", "ocr", "image_store"),
+        writes=("scores", "embeddings"),
+        params=("score",),
+        partitioned=True,
+        network=True,
+    ),
     StageSpec(
-        "import_annotations", ("annotations", "profanity"), ("${annotations.release_dir}", "${annotations.raw_dir}"),
-        (ia.INSTANCES_PATH, ia.SOLVES_PATH, ia.REJECTS_PATH), ia.METRICS_PATH,
-        ("schemas/annotations.py", "schemas/raw.py", "stages/winogavil.py", "stages/_privacy.py", "stages/filter_profanity.py"),
-    ),  # fmt: skip
+        "import_annotations",
+        writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
+        params=("annotations", "profanity"),
+        external=("${annotations.release_dir}", "${annotations.raw_dir}"),
+    ),
     StageSpec(
-        "select_instances", ("select",), (ia.INSTANCES_PATH, ia.SOLVES_PATH),
-        (si.SELECTION_PATH, si.TABLE1_PATH, si.TABLE1_MD_PATH, si.ANNOTATOR_STATS_PATH),
-        si.METRICS_PATH, ("schemas/selection.py", "stages/winogavil.py"),
-        plots=(
-            (si.PLOT_SOLVER_JACCARD, {"x": "instances", "y": "solvers_jaccard_mean", "template": "bar_horizontal", "title": "Instances by solver mean Jaccard"}),
-            (si.PLOT_FOOL_THE_AI, {"x": "instances", "y": "score_fool_the_ai", "template": "bar_horizontal", "title": "Instances by fool-the-AI score"}),
+        "select_instances",
+        reads=("instances", "solves"),
+        writes=(
+            "selection",
+            "id_ledger",
+            "table1",
+            "table1_md",
+            "annotator_stats",
+            "plot_solver_jaccard",
+            "plot_fool_the_ai",
         ),
-    ),  # fmt: skip
+        params=("select",),
+    ),
     StageSpec(
-        "export", ("export", "select", "score"), (si.SELECTION_PATH, oc.OCR_PATH, ci.STORE_DIR),
-        (ex.BENCHMARK_CSV, ex.BENCHMARK_PARQUET, *ex.SPLIT_FILES.values(), ex.DATASET_DIR), ex.METRICS_PATH, ("schemas/export.py",),
-    ),  # fmt: skip
+        "export",
+        reads=("selection", "ocr", "image_store"),
+        writes=(
+            "benchmark",
+            "benchmark_csv",
+            "split_game_5_6",
+            "split_game_10_12",
+            "split_swow",
+            "dataset_dir",
+            "benchmark_dataset",
+        ),
+        params=("export", "select.min_solver_jaccard", "score.model", "score.pretrained"),  # the dataset card
+    ),
     StageSpec(
-        "evaluate", ("evaluate", "score"), (si.SELECTION_PATH, oc.OCR_PATH, ci.STORE_DIR, sc.CACHE_PATH, "${evaluate.release_predictions_dir}"),
-        (ev.PREDICTIONS_PATH, ev.EVALUATION_PATH, ev.TABLE4_PATH), ev.METRICS_PATH, _MODEL_CODE + ("schemas/evaluate.py",),
-        persist=(ev.CACHE_PATH,), plots=(ev.PLOT_MODELS_PATH, ev.PLOT_CANDIDATES_PATH), network=True,
-    ),  # fmt: skip
+        "evaluate",
+        reads=("selection", "ocr", "image_store", "embeddings"),
+        writes=("predictions", "evaluation", "table4_md", "eval_embeddings", "plot_models", "plot_candidates"),
+        params=("evaluate", "score.cache_dir", "score.allow_download"),
+        external=("${evaluate.release_predictions_dir}",),
+        network=True,
+    ),
 )
 BY_NAME = {s.name: s for s in STAGES}
 
 
-def upstream(spec: StageSpec) -> list[str]:
-    """Names of the stages whose outputs ``spec`` reads (the DAG edges)."""
-    return [s.name for s in STAGES if set(s.outs + s.persist + s.kept) & set(spec.inputs)]
+class UnknownStage(GavilError, KeyError):
+    """A stage name that is not in :data:`STAGES`."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
-def _module(name: str) -> Any:
-    """The module ``stages.<name>`` of a registered stage.
+def spec(name: str) -> StageSpec:
+    """The spec of stage ``name``.
 
     Raises:
-        KeyError: unknown stage name (lists the known ones).
+        UnknownStage: listing the stages.
     """
     if name not in BY_NAME:
-        raise KeyError(f"unknown stage {name!r}; stages: {', '.join(BY_NAME)}")
+        raise UnknownStage(f"unknown stage {name!r}; stages: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def upstream(s: StageSpec) -> list[str]:
+    """Names of the stages whose outputs ``s`` reads (the DAG edges)."""
+    return [o.name for o in STAGES if o is not s and set(o.writes) & set(s.reads)]
+
+
+# ------------------------------------------------------------------------------------------- running
+def _module(name: str) -> Any:
+    spec(name)
     return importlib.import_module(f"stages.{name}")
+
+
+@contextmanager
+def _running(name: str) -> Iterator[None]:
+    s = spec(name)
+    producers = {w: o.name for o in STAGES for w in o.writes}
+    with catalog.stage_access(name, s.reads, s.writes, producers):
+        yield
 
 
 def _timed(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -139,34 +187,55 @@ def _timed(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_timing(name: str, seconds: float, **extra: Any) -> None:
-    """Write ``data/metrics/timings/<name>.json``: ``{"seconds": wall-clock seconds, **extra}``."""
-    write_json(Path(TIMINGS_DIR) / f"{name}.json", {"seconds": round(seconds, 3), **extra})
+    """Write ``data/metrics/timings/<name>.json``: ``{"seconds": wall-clock seconds, **extra}``.
+
+    Declared as top-level ``metrics`` in dvc.yaml, so ``dvc metrics show`` lists them beside the
+    stages' own metrics; not stage outputs (they differ on every run) and not in git."""
+    write_json(Path(catalog.TIMINGS_DIR) / f"{name}.json", {"seconds": round(seconds, 3), **extra})
 
 
-def run_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> dict[str, Any]:
-    """Run one stage in the current directory (the project root) and return its metrics, with
-    ``seconds`` (wall clock), also written to ``data/metrics/timings/<name>.json``.
+def _finish(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    write_json(details_path(name), metrics)
+    write_json(catalog.metrics_path(name), metrics_summary(name, metrics))
+    return metrics
+
+
+def _params(params: str | os.PathLike | Params) -> Params:
+    return params if isinstance(params, Params) else load_params(params)
+
+
+def run_stage(name: str, params: str | os.PathLike | Params = "params.yaml") -> dict[str, Any]:
+    """Run one stage in the current directory (the project root); returns its metrics (written
+    to ``data/metrics/details/<name>.json``, their summary to ``data/metrics/<name>.json``) with
+    ``seconds`` (wall clock, also written to ``data/metrics/timings/<name>.json``).
 
     Raises:
-        KeyError: unknown stage name (lists the known ones).
+        UnknownStage, stages.errors.ParamsError, stages.catalog.MissingInput: see their docs.
     """
-    module = _module(name)
-    metrics = _timed(lambda: module.run(load_params(params_path)))
+    module, p = _module(name), _params(params)
+    with _running(name):
+        metrics = _timed(lambda: _finish(name, module.run(p)))
     write_timing(name, metrics["seconds"])
     return metrics
 
 
-def plan_stage(name: str, params_path: str | os.PathLike = "params.yaml") -> list[Any]:
+def plan_stage(name: str, params: str | os.PathLike | Params = "params.yaml") -> list[Any]:
     """A partitioned stage's partitions (run in the project root)."""
-    return _module(name).plan(load_params(params_path))
+    module, p = _module(name), _params(params)
+    with _running(name):
+        return module.plan(p)
 
 
-def work_stage(name: str, part: Any, params_path: str | os.PathLike = "params.yaml") -> Any:
+def work_stage(name: str, part: Any, params: str | os.PathLike | Params = "params.yaml") -> Any:
     """One partition of a partitioned stage; returns what its ``reduce`` needs."""
-    return _module(name).work(load_params(params_path), part)
+    module, p = _module(name), _params(params)
+    with _running(name):
+        return module.work(p, part)
 
 
-def reduce_stage(name: str, results: list[Any], params_path: str | os.PathLike = "params.yaml", started_at: float | None = None) -> dict[str, Any]:
+def reduce_stage(
+    name: str, results: list[Any], params: str | os.PathLike | Params = "params.yaml", started_at: float | None = None
+) -> dict[str, Any]:
     """Finish a partitioned stage from its partitions' results; returns its metrics.
 
     Args:
@@ -175,8 +244,9 @@ def reduce_stage(name: str, results: list[Any], params_path: str | os.PathLike =
             ``reduce_seconds`` the reduce alone. Without it ``seconds`` is the reduce alone.
             ``seconds`` and ``partitions`` are also written to ``data/metrics/timings/<name>.json``.
     """
-    module = _module(name)
-    metrics = _timed(lambda: module.reduce(load_params(params_path), results))
+    module, p = _module(name), _params(params)
+    with _running(name):
+        metrics = _timed(lambda: _finish(name, module.reduce(p, results)))
     if started_at is not None:
         metrics["reduce_seconds"] = metrics["seconds"]
         metrics["seconds"] = round(time.time() - started_at, 3)
@@ -184,25 +254,51 @@ def reduce_stage(name: str, results: list[Any], params_path: str | os.PathLike =
     return metrics
 
 
+# ------------------------------------------------------------------------------------------- dvc.yaml
+def _inside(path: str, others: list[str]) -> bool:
+    return any(path != o and Path(path).is_relative_to(o) for o in others)
+
+
+def dvc_stage(s: StageSpec) -> dict[str, Any]:
+    """The ``dvc.yaml`` entry of one stage (no stage code imported)."""
+    writes = [catalog.entry(w) for w in s.writes]
+    out_paths = [e.path for e in writes if getattr(e, "kind", "table") not in ("plot", "journal")]
+    outs: list[Any] = []
+    plots: list[Any] = []
+    for e in writes:
+        kind = getattr(e, "kind", "table")
+        if kind == "journal" or _inside(e.path, out_paths):
+            continue  # not a DVC output / covered by a folder output (DVC refuses overlaps)
+        if kind == "plot":
+            opts = {**({} if e.cache else {"cache": False}), **getattr(e, "plot", {})}
+            plots.append({e.path: opts} if opts else e.path)
+        elif e.persist:
+            outs.append({e.path: {"persist": True, **({} if e.cache else {"cache": False})}})
+        else:
+            outs.append(e.path)
+    outs.append({details_path(s.name): {"cache": False}})  # the full metrics, in git
+    inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes]
+    entry: dict[str, Any] = {
+        "cmd": f"gavil stage {s.name}",
+        "deps": [*code_deps(s), *inputs, *s.external],
+        "params": s.param_keys,
+        "outs": outs,
+        "metrics": [{s.metrics: {"cache": False}}],
+    }
+    if plots:
+        entry["plots"] = plots
+    return entry
+
+
 def dvc_yaml() -> str:
     """The dvc.yaml text for :data:`STAGES`."""
-    stages: dict[str, Any] = {}
-    for s in STAGES:
-        entry: dict[str, Any] = {
-            "cmd": f"gavil stage {s.name}",
-            "deps": s.deps,
-            "params": list(s.params),
-            "outs": [*s.outs, *({p: {"persist": True}} for p in s.kept), *({p: {"persist": True, "cache": False}} for p in s.persist)],
-            "metrics": [{s.metrics: {"cache": False}}],
-        }
-        if s.plots:
-            entry["plots"] = [{p: {"cache": False}} if isinstance(p, str) else {p[0]: {"cache": False, **p[1]}} for p in s.plots]
-        stages[s.name] = entry
+    stages = {s.name: dvc_stage(s) for s in STAGES}
     header = "# Generated by `gavil dvc-yaml --write` from stages/pipeline.py; do not edit by hand.\n"
-    return header + yaml.safe_dump({"stages": stages, "metrics": [TIMINGS_DIR]}, sort_keys=False, width=120)
+    return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
 def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml") -> Path:
+    """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
     path.write_text(dvc_yaml())
     return path

@@ -1,5 +1,6 @@
-"""DuckDB over the pipeline's Parquet tables: each ``data/<stage>/<table>.parquet`` is a view
-named ``<table>`` (e.g. ``concepts``, ``images``, ``scores``, ``selection``, ``benchmark``)."""
+"""DuckDB over the pipeline's Parquet tables: one view per catalog table (:mod:`stages.catalog`),
+named as in the catalog (e.g. ``concepts``, ``images``, ``ocr``, ``scores``, ``selection``,
+``benchmark``), for every table that exists under the project root."""
 
 from __future__ import annotations
 
@@ -8,14 +9,12 @@ from pathlib import Path
 
 import duckdb
 
+from stages import catalog
+
 
 def table_files(root: str | os.PathLike = ".") -> dict[str, Path]:
-    """{view name: parquet file} for every stage output under ``root/data`` (sample excluded)."""
-    out: dict[str, Path] = {}
-    for p in sorted(Path(root, "data").glob("*/*.parquet")):
-        if p.parent.name != "sample" and not p.name.startswith("."):
-            out[p.stem] = p
-    return out
+    """{view name: parquet file} for every catalog table present under ``root``."""
+    return {t.name: p for t in catalog.TABLES if (p := Path(root) / t.path).is_file()}
 
 
 def connect(root: str | os.PathLike = ".") -> duckdb.DuckDBPyConnection:

@@ -15,17 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from schemas.crawl import Images
-from schemas.evaluate import Evaluation
-from schemas.ocr import Ocr
-from schemas.selection import Selection, Table1
-from stages._io import atomic_path, read_table
-from stages.crawl_images import IMAGES_PATH
-from stages.evaluate import EVALUATION_PATH, PLOT_CANDIDATES_PATH, PLOT_MODELS_PATH
-from stages.ocr_filter import OCR_PATH
-from stages.select_instances import SELECTION_PATH, TABLE1_PATH
+from stages import catalog
+from stages._io import atomic_path
 
-REPORT_PATH = "data/report/index.html"
 CSS = """body{font-family:system-ui,sans-serif;margin:2rem;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.inst{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.8rem 0}
@@ -41,8 +33,8 @@ def _table(df: pd.DataFrame) -> str:
 def _thumb(path: str, size: int = 104) -> str:
     from PIL import Image
 
-    with Image.open(path) as im:
-        im = im.convert("RGB")
+    with Image.open(path) as src:
+        im = src.convert("RGB")
         im.thumbnail((size * 2, size * 2))
         buf = io.BytesIO()
         im.save(buf, "JPEG", quality=80)
@@ -65,7 +57,11 @@ def gallery(selection: pd.DataFrame, images: dict[str, str], n: int = 6) -> str:
         cells = []
         for c in r.candidates:
             cls = "cand assoc" if c in r.associations else "cand"
-            img = f'<img alt="{html.escape(c)}" src="{_thumb(images[c])}">' if c in images else '<div class="none">no image</div>'
+            img = (
+                f'<img alt="{html.escape(c)}" src="{_thumb(images[c])}">'
+                if c in images
+                else '<div class="none">no image</div>'
+            )
             cells.append(f'<div class="{cls}">{img}{html.escape(c)}</div>')
         out.append(
             f'<div class="inst"><b>cue: {html.escape(r.cue)}</b> — {r.dataset}, ID {r.ID}, N={r.num_candidates}, K={r.num_associations}, '
@@ -78,36 +74,58 @@ def gallery(selection: pd.DataFrame, images: dict[str, str], n: int = 6) -> str:
 def build_report(root: str | Path = ".") -> str:
     """The report's HTML, from the tables under ``root/data`` (run ``dvc repro`` first)."""
     root = Path(root)
-    images = read_table(root / IMAGES_PATH, Images)
-    ocr = read_table(root / OCR_PATH, Ocr)
-    selection = read_table(root / SELECTION_PATH, Selection)
-    table1 = read_table(root / TABLE1_PATH, Table1)
-    accepted = dict(zip(ocr.loc[ocr.status == "accepted", "concept"], (str(root / p) for p in ocr.loc[ocr.status == "accepted", "path"])))
+    images = catalog.read_table("images", root)
+    ocr = catalog.read_table("ocr", root)
+    selection = catalog.read_table("selection", root)
+    table1 = catalog.read_table("table1", root)
+    accepted = dict(
+        zip(
+            ocr.loc[ocr.status == "accepted", "concept"],
+            (str(root / p) for p in ocr.loc[ocr.status == "accepted", "path"]),
+        )
+    )
     crawl_fates = images.groupby("status").size().rename("concepts").reset_index()
     ocr_fates = ocr.groupby("status").size().rename("concepts").reset_index()
     rejected = ocr[ocr.status == "rejected_text"][["concept", "ocr_text", "match_token", "match_score"]]
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>WinoGAViL pipeline report</title><style>{CSS}</style></head><body>",
         "<h1>WinoGAViL pipeline report</h1>",
-        "<h2>Images: crawl and OCR</h2>", "<h3>Crawl (one row per concept)</h3>", _table(crawl_fates),
-        "<h3>OCR text-image filter</h3>", _table(ocr_fates),
-        "<h3>Rejected because the image shows its word</h3>", _table(rejected) if len(rejected) else "<p>None.</p>",
-        "<h2>Instances (Table 1 layout)</h2>", _table(table1.drop(columns="min_solver_jaccard")),
-    ]  # fmt: skip
-    if (root / EVALUATION_PATH).exists():
-        ev = read_table(root / EVALUATION_PATH, Evaluation)
-        groups = ev[ev.breakdown == "group"][["model_name", "dataset", "cell", "n_scored", "n_instances", "mean_jaccard_percent", "ci_low_percent", "ci_high_percent", "random_percent"]]
+        "<h2>Images: crawl and OCR</h2>",
+        "<h3>Crawl (one row per concept)</h3>",
+        _table(crawl_fates),
+        "<h3>OCR text-image filter</h3>",
+        _table(ocr_fates),
+        "<h3>Rejected because the image shows its word</h3>",
+        _table(rejected) if len(rejected) else "<p>None.</p>",
+        "<h2>Instances (Table 1 layout)</h2>",
+        _table(table1.drop(columns="min_solver_jaccard")),
+    ]
+    if catalog.exists("evaluation", root):
+        ev = catalog.read_table("evaluation", root)
+        groups = ev[ev.breakdown == "group"][
+            [
+                "model_name",
+                "dataset",
+                "cell",
+                "n_scored",
+                "n_instances",
+                "mean_jaccard_percent",
+                "ci_low_percent",
+                "ci_high_percent",
+                "random_percent",
+            ]
+        ]
         parts += ["<h2>Zero-shot evaluation (Table 4 layout)</h2>", _table(groups)]
-        for plot in (PLOT_MODELS_PATH, PLOT_CANDIDATES_PATH):
-            if (root / plot).exists():
-                parts.append(f'<img class="plot" alt="{Path(plot).name}" src="{_png(str(root / plot))}">')
+        for plot in (catalog.path("plot_models", root=root), catalog.path("plot_candidates", root=root)):
+            if plot.exists():
+                parts.append(f'<img class="plot" alt="{plot.name}" src="{_png(str(plot))}">')
     parts += ["<h2>Gallery of selected instances</h2>", gallery(selection, accepted), "</body></html>"]
     return "\n".join(parts)
 
 
 def write_report(root: str | Path = ".", path: str | Path | None = None) -> Path:
     """Write the report atomically; returns its path (default ``data/report/index.html``)."""
-    path = Path(path) if path else Path(root) / REPORT_PATH
+    path = Path(path) if path else catalog.path("report", "write", root)
     with atomic_path(path, ".html") as tmp:
         tmp.write_text(build_report(root), encoding="utf-8")
     return path

@@ -21,34 +21,38 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
-from schemas.instances import SwowInstances
-from schemas.ocr import Ocr
+from schemas.ocr import accepted_images
 from schemas.scores import Scores
+from stages import catalog
 from stages._embeddings import Cache, score_instances
-from stages._io import partitions, read_table, section, write_json, write_table
+from stages._io import partitions
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.build_instances import SWOW_INSTANCES_PATH
-from stages.ocr_filter import OCR_PATH
 from stages.winogavil import prompt_for_cue
 
-SCORES_PATH = "data/score/scores.parquet"
-CACHE_PATH = "data/cache/embeddings.parquet"
-METRICS_PATH = "data/metrics/score_candidates.json"
+if TYPE_CHECKING:
+    from stages.config import Params, ScoreParams
 
 
-def rival_spec(p: dict[str, Any]) -> ModelSpec:
+class Metrics(TypedDict):
+    """``data/metrics/score_candidates.json`` (deterministic: run-dependent numbers go to the console)."""
+
+    model: str
+    pretrained: str
+    instances: int
+    by_status: dict[str, int]
+    mean_jaccard_percent: float | None
+    mean_fool_the_ai: float | None
+    embeddings_in_cache: int
+    message: str | None  # why there are no weights, if so
+
+
+def rival_spec(p: ScoreParams) -> ModelSpec:
     """The rival model from ``score`` params (model, pretrained, weights_path)."""
-    return ModelSpec(f"rival:{p['model']}", "open_clip", p["model"], p["pretrained"], p["weights_path"])
-
-
-def accepted_images(ocr: pd.DataFrame) -> dict[str, tuple[str, str]]:
-    """concept -> (sha256, path) for images that passed OCR."""
-    ok = ocr[ocr["status"] == "accepted"]
-    return {c: (s, p) for c, s, p in zip(ok["concept"], ok["sha256"], ok["path"])}
+    return ModelSpec(f"rival:{p.model}", "open_clip", p.model, p.pretrained, p.weights_path)
 
 
 def with_model_columns(df: pd.DataFrame, spec: ModelSpec, pretrained: str) -> pd.DataFrame:
@@ -57,42 +61,49 @@ def with_model_columns(df: pd.DataFrame, spec: ModelSpec, pretrained: str) -> pd
     return out[list(Scores.to_schema().columns)]
 
 
-REQUIRED = ("model", "pretrained", "weights_path", "cache_dir", "allow_download", "require_weights", "batch_size", "threads", "loader_workers", "partition_size")
+def _inputs() -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
+    instances = catalog.read_table("swow_instances")
+    return instances[instances["status"] == "ok"], accepted_images(catalog.read_table("ocr"))
 
 
-def _inputs(p: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, tuple[str, str]]]:
-    instances = read_table(SWOW_INSTANCES_PATH, SwowInstances)
-    return instances[instances["status"] == "ok"], accepted_images(read_table(OCR_PATH, Ocr))
+def _cache_path() -> str:
+    return str(catalog.path("embeddings", "write"))
 
 
-def plan(params: dict[str, Any]) -> list[dict[str, Any]]:
+def plan(params: Params) -> list[dict[str, Any]]:
     """The embedding work of the stage, in partitions the Prefect flow maps (on Dask if asked).
 
     Returns:
         ``{"kind": "image", "items": [(sha256, path), ...]}`` for the candidate images of the ok
         instances, then ``{"kind": "text", "items": [prompt, ...]}`` for the prompts of the instances
         whose candidates all have an accepted image (the only ones :func:`reduce` scores); each
-        sorted and cut into ``score.partition_size`` items. A prompt costs about a third of an image
-        with RN50 on a CPU (11.8 vs 3.8 per second on one thread, measured here), too much to leave
-        to the one reduce task, so prompts are partitioned too. Always at least one partition.
+        sorted and cut into ``score.partition_size`` items. A prompt costs a sizeable fraction of an
+        image with RN50 on a CPU (README "Performance"), too much to leave to the one reduce task,
+        so prompts are partitioned too. Always at least one partition.
     """
-    p = section(params, "score", REQUIRED)
-    instances, images = _inputs(p)
+    p = params.score
+    instances, images = _inputs()
     shas = sorted({images[c] for cands in instances["candidates"] for c in cands if c in images})
-    prompts = sorted({prompt_for_cue(cue) for cue, cands in zip(instances["cue"], instances["candidates"]) if all(c in images for c in cands)})
-    parts = [{"kind": "image", "items": chunk} for chunk in partitions(shas, p["partition_size"]) if chunk]
-    parts += [{"kind": "text", "items": chunk} for chunk in partitions(prompts, p["partition_size"]) if chunk]
+    prompts = sorted(
+        {
+            prompt_for_cue(cue)
+            for cue, cands in zip(instances["cue"], instances["candidates"])
+            if all(c in images for c in cands)
+        }
+    )
+    parts = [{"kind": "image", "items": chunk} for chunk in partitions(shas, p.partition_size) if chunk]
+    parts += [{"kind": "text", "items": chunk} for chunk in partitions(prompts, p.partition_size) if chunk]
     return parts or [{"kind": "image", "items": []}]
 
 
-def work(params: dict[str, Any], part: dict[str, Any]) -> list[dict[str, Any]]:
+def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
     """Embed one partition's images or prompts missing from the cache; returns new cache rows
     (:class:`schemas.embeddings.EmbeddingCache` dicts). No weights: nothing to embed.
 
     Raises:
         ValueError: a partition of unknown kind (not made by :func:`plan`).
     """
-    p = section(params, "score", REQUIRED)
+    p = params.score
     kind, items = part["kind"], part["items"]
     if kind not in ("image", "text"):
         raise ValueError(f"score_candidates partition of kind {kind!r}: expected image or text")
@@ -102,7 +113,7 @@ def work(params: dict[str, Any], part: dict[str, Any]) -> list[dict[str, Any]]:
         model = load_model(rival_spec(p), RuntimeOptions.from_params(p))
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
-    cache = Cache([CACHE_PATH], None)
+    cache = Cache([_cache_path()], None)
     key = (model.spec.model, model.weights_id, kind)
     if kind == "image":
         assert model.embed_images is not None
@@ -112,17 +123,23 @@ def work(params: dict[str, Any], part: dict[str, Any]) -> list[dict[str, Any]]:
     return cache.new_rows()
 
 
-def run(params: dict[str, Any]) -> dict[str, Any]:
+def run(params: Params) -> Metrics:
     """Stage entry point: swow_instances (ok rows) + accepted images -> scores (+ cache)."""
     return reduce(params, [work(params, part) for part in plan(params)])
 
 
-def reduce(params: dict[str, Any], results: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """Add the partitions' embeddings to the cache, then score every instance from it."""
-    p = section(params, "score", REQUIRED)
+def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
+    """Add the partitions' embeddings to the cache, then score every instance from it.
+
+    Returns the metrics (model, pretrained, instances, by_status, mean Jaccard in percent, mean
+    fool-the-AI score, cached embeddings, the no-weights message).
+
+    Raises:
+        WeightsUnavailable: no weights and ``score.require_weights`` (nothing is written)."""
+    p = params.score
     spec = rival_spec(p)
-    instances, images = _inputs(p)
-    cache = Cache([], CACHE_PATH)
+    instances, images = _inputs()
+    cache = Cache([], _cache_path())
     for rows in results:
         cache.add_rows(rows)
     model, reason = None, None
@@ -131,17 +148,20 @@ def reduce(params: dict[str, Any], results: list[list[dict[str, Any]]]) -> dict[
         try:
             model = load_model(spec, RuntimeOptions.from_params(p))
         except WeightsUnavailable as e:
-            if p["require_weights"]:
+            if p.require_weights:
                 raise
             reason = str(e)
-            print(f"score_candidates: NO WEIGHTS - {len(instances)} instance(s) written as no_weights with null scores.\n  {reason}", file=sys.stderr)
+            print(
+                f"score_candidates: NO WEIGHTS - {len(instances)} instance(s) written as no_weights with null scores.\n  {reason}",
+                file=sys.stderr,
+            )
     df = score_instances(instances, model, images, cache, reason or "")
-    label = model.weights_id if model else str(p["pretrained"])
-    df = write_table(with_model_columns(df, spec, label), SCORES_PATH, Scores)
+    label = model.weights_id if model else str(p.pretrained)
+    df = catalog.write_table(with_model_columns(df, spec, label), "scores")
     cache.save()
     scored = df[df["status"].isin(["ok", "untrained"])]
-    metrics = {
-        "model": p["model"],
+    metrics: Metrics = {
+        "model": p.model,
         "pretrained": label,
         "instances": len(df),
         "by_status": df["status"].value_counts().sort_index().to_dict(),
@@ -151,6 +171,8 @@ def reduce(params: dict[str, Any], results: list[list[dict[str, Any]]]) -> dict[
         "message": reason,
     }
     # run-dependent numbers go to the console, not the (DVC-tracked, deterministic) metrics file
-    print(f"score_candidates: embeddings reused {cache.hits}, computed {cache.computed}, scoring {time.perf_counter() - t0:.2f} s", file=sys.stderr)
-    write_json(METRICS_PATH, metrics)
+    print(
+        f"score_candidates: embeddings reused {cache.hits}, computed {cache.computed}, scoring {time.perf_counter() - t0:.2f} s",
+        file=sys.stderr,
+    )
     return metrics

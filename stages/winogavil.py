@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import fmean, pstdev
 
-#: Spymaster UI limits on K (number of associations) for N candidates (paper §2.2, game UI).
-K_LIMITS: dict[int, tuple[int, int]] = {5: (2, 3), 6: (2, 4), 10: (2, 5), 12: (2, 6)}
-#: Candidate-set sizes the game uses.
-CANDIDATE_SIZES: tuple[int, ...] = (5, 6, 10, 12)
+from stages.domain import CANDIDATE_SIZES, K_LIMITS  # noqa: F401  (re-exported: the semantics use them)
+
 #: Random expected Jaccard x100 for N = 5, 6, 10, 12 (paper §2).
 RANDOM_EXPECTED_JACCARD_PERCENT: dict[int, int] = {5: 38, 6: 34, 10: 24, 12: 17}
 #: Released fool-the-AI values per K (WINOGAVIL reference; checked against the release in tests).

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "data" / "sample"
-RELEASE = SAMPLE / "winogavil"
-IMAGES = SAMPLE / "images"
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -72,27 +66,3 @@ def http_server() -> Iterator[tuple[str, dict]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def send(req: BaseHTTPRequestHandler, body: bytes, ctype: str = "image/jpeg", status: int = 200) -> None:
-    req.send_response(status)
-    req.send_header("Content-Type", ctype)
-    req.send_header("Content-Length", str(len(body)))
-    req.end_headers()
-    req.wfile.write(body)
-
-
-def mini_project(dest: Path, images: list[str]) -> Path:
-    """A runnable copy of the project (code, dvc.yaml, params, release files) with a few images."""
-    for name in ("stages", "schemas", "flows"):
-        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(ROOT / name, dest / name)
-    shutil.copytree(RELEASE, dest / "data/sample/winogavil")
-    (dest / "data/sample/raw").mkdir(parents=True)
-    (dest / "data/sample/raw/README.md").write_text("batches go here\n")
-    (dest / "data/sample/images").mkdir(parents=True)
-    for name in images:
-        src = next(IMAGES.glob(f"{name}.*"))
-        shutil.copy(src, dest / "data/sample/images" / src.name)
-    return dest

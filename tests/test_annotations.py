@@ -14,7 +14,7 @@ from stages._privacy import hash_annotator
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
 from stages.select_instances import select, table1, table1_markdown
-from tests.conftest import RELEASE
+from tests.helpers import RELEASE
 
 KEY = b"test-key"
 RELEASE_FILES = [
@@ -62,7 +62,11 @@ def test_export_round_trip_is_byte_identical(release):
 
 def test_export_at_0_9_has_only_perfect_instances(release):
     bench = benchmark_table(select(release.instances, release.solves, 0.9))
-    assert len(bench) == 3387 and (bench["solvers_jaccard_mean"] == 1.0).all() and bench["ID"].tolist() == list(range(3387))
+    assert (
+        len(bench) == 3387
+        and (bench["solvers_jaccard_mean"] == 1.0).all()
+        and bench["ID"].tolist() == list(range(3387))
+    )
 
 
 def test_table1_layout(release):
@@ -70,7 +74,9 @@ def test_table1_layout(release):
     game = t[t.dataset == "game"].set_index("candidates_group")
     assert game.loc["5&6", "generated_associations"] == 2709 and game.loc["10&12", "kept"] == 854
     # model score = 100 - fool-the-AI; paper Table 1 reports 50 % and 35 % on all generated data
-    assert 45 < game.loc["5&6", "avg_model_score_percent"] < 55 and 30 < game.loc["10&12", "avg_model_score_percent"] < 40
+    assert (
+        45 < game.loc["5&6", "avg_model_score_percent"] < 55 and 30 < game.loc["10&12", "avg_model_score_percent"] < 40
+    )
     md = table1_markdown(t)
     assert md.splitlines()[0].startswith("| # Candidates | game 5&6 | game 10&12")
     assert "| # >= 80% Avg. Human Score | 2,709 | 854 |" in md
@@ -87,7 +93,8 @@ def write_batch(root: Path, name: str, creations: str, solves: str | None = None
 def test_raw_batch_jaccards_mean_std_exactly(tmp_path):
     raw = tmp_path / "raw"
     write_batch(
-        raw, "b1",
+        raw,
+        "b1",
         "instance_id,spymaster_id,cue,candidates,associations,score_fool_the_ai\n"
         f'i1,W-SPY,space,{C5},"[""rocket"", ""moon""]",67\n'
         f'i2,W-SPY,meow,{C5},"[""cat"", ""coffee"", ""brick""]",\n',
@@ -98,7 +105,7 @@ def test_raw_batch_jaccards_mean_std_exactly(tmp_path):
         'i2,W1,"[""cat"", ""coffee"", ""brick""]"\n'
         'i2,W2,"[""cat"", ""coffee"", ""moon""]"\n'
         'i2,W3,"[""cat"", ""coffee"", ""brick""]"\n',
-    )  # fmt: skip
+    )
     res = import_all(None, [], raw, KEY)
     assert res.rejects.empty
     sel = validate(select(res.instances, res.solves, 0.8), Selection).set_index("instance_uid")
@@ -116,7 +123,8 @@ def test_raw_batch_jaccards_mean_std_exactly(tmp_path):
 def test_raw_faults_go_to_rejects_and_nothing_valid_is_lost(tmp_path):
     raw = tmp_path / "raw"
     write_batch(
-        raw, "b1",
+        raw,
+        "b1",
         "\ufeffinstance_id,spymaster_id,cue,candidates,associations\r\n"
         f'ok1,W-SPY,space,{C5},"[""rocket"", ""moon""]"\r\n'
         f'bad-subset,W-SPY,tea,{C5},"[""rocket"", ""teapot""]"\r\n'
@@ -126,7 +134,7 @@ def test_raw_faults_go_to_rejects_and_nothing_valid_is_lost(tmp_path):
         f'ok1,W-SPY,night,{C5},"[""moon"", ""cat""]"\r\n'
         f'dup-content,W-OTHER,SPACE,{C5},"[""rocket"", ""moon""]"\r\n'
         f'bad-json,W-SPY,cup,[coffee,"[""coffee""]"\r\n'
-        f'trunc,W-SPY,wall,{C5}',
+        f"trunc,W-SPY,wall,{C5}",
         "instance_id,solver_id,selection\n"
         'ok1,S1,"[""rocket"", ""moon""]"\n'
         'ok1,S1,"[""rocket"", ""cat""]"\n'
@@ -134,7 +142,7 @@ def test_raw_faults_go_to_rejects_and_nothing_valid_is_lost(tmp_path):
         'ok1,S3,"[""rocket"", ""unicorn""]"\n'
         'nope,S1,"[""rocket"", ""moon""]"\n'
         'ok1,S4,"[""moon"", ""rocket""]"\n',
-    )  # fmt: skip
+    )
     res = import_all(None, [], raw, KEY)
     inst = validate(res.instances, Instances)
     rej = validate(res.rejects, AnnotationRejects)
@@ -163,12 +171,21 @@ def test_raw_faults_go_to_rejects_and_nothing_valid_is_lost(tmp_path):
 def test_annotator_ids_never_stored_raw(tmp_path):
     raw = tmp_path / "raw"
     write_batch(
-        raw, "b1",
-        "instance_id,spymaster_id,cue,candidates,associations\n" f'i1,SECRET-SPY-7,space,{C5},"[""rocket"", ""moon""]"\n',
-        "instance_id,solver_id,selection\n" 'i1,SECRET-SOLVER-9,"[""rocket"", ""moon""]"\n' 'i1,SECRET-SOLVER-9,"[""rocket"", ""cat""]"\n',
-    )  # fmt: skip
+        raw,
+        "b1",
+        f'instance_id,spymaster_id,cue,candidates,associations\ni1,SECRET-SPY-7,space,{C5},"[""rocket"", ""moon""]"\n',
+        "instance_id,solver_id,selection\n"
+        'i1,SECRET-SOLVER-9,"[""rocket"", ""moon""]"\n'
+        'i1,SECRET-SOLVER-9,"[""rocket"", ""cat""]"\n',
+    )
     res = import_all(None, [], raw, KEY)
-    blob = json.dumps([res.instances.astype(str).to_dict("records"), res.solves.astype(str).to_dict("records"), res.rejects.astype(str).to_dict("records")])
+    blob = json.dumps(
+        [
+            res.instances.astype(str).to_dict("records"),
+            res.solves.astype(str).to_dict("records"),
+            res.rejects.astype(str).to_dict("records"),
+        ]
+    )
     assert "SECRET" not in blob
     assert res.instances.loc[0, "spymaster"] == hash_annotator("SECRET-SPY-7", KEY)
     assert hash_annotator("SECRET-SPY-7", b"other-key") != hash_annotator("SECRET-SPY-7", KEY)
@@ -179,7 +196,16 @@ def test_jsonl_batches_and_empty_files(tmp_path):
     d = raw / "b1"
     d.mkdir(parents=True)
     (d / "creations.jsonl").write_text(
-        json.dumps({"instance_id": "j1", "spymaster_id": "x", "cue": "space", "candidates": ["rocket", "cat", "moon", "coffee", "brick", "horse"], "associations": ["rocket", "moon"]}) + "\n\n{oops\n"
+        json.dumps(
+            {
+                "instance_id": "j1",
+                "spymaster_id": "x",
+                "cue": "space",
+                "candidates": ["rocket", "cat", "moon", "coffee", "brick", "horse"],
+                "associations": ["rocket", "moon"],
+            }
+        )
+        + "\n\n{oops\n"
     )
     (raw / "b2").mkdir()
     (raw / "b2" / "creations.csv").write_text("")

@@ -8,9 +8,17 @@ import pytest
 
 from schemas.evaluate import EvalPredictions, Evaluation
 from stages._io import validate
-from stages.evaluate import RELEASE_EXPECTED, RELEASE_MODEL, aggregate, bootstrap_ci, random_jaccard, release_predictions, table4_markdown
+from stages.evaluate import (
+    RELEASE_EXPECTED,
+    RELEASE_MODEL,
+    aggregate,
+    bootstrap_ci,
+    random_jaccard,
+    release_predictions,
+    table4_markdown,
+)
 from stages.winogavil import jaccard
-from tests.conftest import RELEASE
+from tests.helpers import RELEASE
 
 
 @pytest.mark.parametrize("n,k", [(5, 2), (5, 3), (6, 4), (10, 2), (12, 5)])
@@ -41,7 +49,9 @@ def test_release_predictions_reproduce_the_published_numbers_exactly():
     by_n = ev[(ev.breakdown == "num_candidates") & (ev.dataset == "game")].set_index("cell")
     assert set(by_n.index) == {"5", "6", "10", "12"}
     assert (by_n["mean_jaccard_percent"] > by_n["random_percent"]).all()
-    assert (by_n["ci_low_percent"] <= by_n["mean_jaccard_percent"]).all() and (by_n["mean_jaccard_percent"] <= by_n["ci_high_percent"]).all()
+    assert (by_n["ci_low_percent"] <= by_n["mean_jaccard_percent"]).all() and (
+        by_n["mean_jaccard_percent"] <= by_n["ci_high_percent"]
+    ).all()
     # random chance falls with N, as in the paper
     r = by_n["random_percent"]
     assert r["5"] > r["6"] > r["10"] > r["12"]
@@ -49,9 +59,19 @@ def test_release_predictions_reproduce_the_published_numbers_exactly():
 
 def test_unscored_models_report_nothing_made_up():
     pred = pd.DataFrame(
-        {"model_name": ["m", "m"], "weights_id": ["openai", "openai"], "dataset": ["game", "game"], "instance_id": ["a", "b"],
-         "num_candidates": [5, 10], "status": ["no_weights", "no_weights"], "reason": ["x", "x"], "predictions": [None, None],
-         "jaccard": [None, None], "score_fool_the_ai": [None, None], "random_jaccard": [0.3, random_jaccard(10, 2)]}  # fmt: skip
+        {
+            "model_name": ["m", "m"],
+            "weights_id": ["openai", "openai"],
+            "dataset": ["game", "game"],
+            "instance_id": ["a", "b"],
+            "num_candidates": [5, 10],
+            "status": ["no_weights", "no_weights"],
+            "reason": ["x", "x"],
+            "predictions": [None, None],
+            "jaccard": [None, None],
+            "score_fool_the_ai": [None, None],
+            "random_jaccard": [0.3, random_jaccard(10, 2)],
+        }
     )
     ev = validate(aggregate(validate(pred, EvalPredictions), 100, 0), Evaluation)
     assert ev["mean_jaccard_percent"].isna().all() and (ev["n_scored"] == 0).all()

@@ -5,7 +5,9 @@ from schemas.instances import CandidateSets, SwowInstances
 from stages._io import validate
 from stages.build_instances import game_candidate_sets, swow_instances
 
-POOL = sorted("astronaut brick camera cat cell clock coffee coin eye flower grass horse logo moon page rocket star stone text".split())
+POOL = sorted(
+    "astronaut brick camera cat cell clock coffee coin eye flower grass horse logo moon page rocket star stone text".split()
+)
 
 
 def edges(rows):
@@ -27,11 +29,20 @@ def test_game_sets_are_seeded_samples_without_replacement():
 
 def test_swow_instances_follow_the_reference_rules():
     e = edges(
-        [("spacecraft", "rocket", 40), ("spacecraft", "moon", 30), ("spacecraft", "shuttle", 20), ("spacecraft", "astronaut", 12), ("spacecraft", "star", 3),
-         ("paddock", "grass", None), ("paddock", "horse", None),
-         ("lonely", "cat", 50), ("lonely", "unicorn", 40),
-         ("hell", "moon", 20), ("hell", "star", 20)]
-    )  # fmt: skip
+        [
+            ("spacecraft", "rocket", 40),
+            ("spacecraft", "moon", 30),
+            ("spacecraft", "shuttle", 20),
+            ("spacecraft", "astronaut", 12),
+            ("spacecraft", "star", 3),
+            ("paddock", "grass", None),
+            ("paddock", "horse", None),
+            ("lonely", "cat", 50),
+            ("lonely", "unicorn", 40),
+            ("hell", "moon", 20),
+            ("hell", "star", 20),
+        ]
+    )
     out = validate(swow_instances(e, POOL, profane={"hell"}, seed=13), SwowInstances).set_index("cue")
     sc = out.loc["spacecraft"]
     # strongest responses with an image; "star" has R123=3 < 10; "shuttle" has no image

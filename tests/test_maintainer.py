@@ -18,7 +18,7 @@ from stages.export import release_cell, split_table, to_split_csv
 from stages.filter_profanity import ProfanityFilter
 from stages.import_annotations import import_all
 from stages.select_instances import annotator_stats, select
-from tests.conftest import RELEASE, ROOT
+from tests.helpers import RELEASE, ROOT
 
 KEY = b"k"
 CROWD = yaml.safe_load((ROOT / "params.yaml").read_text())["annotations"]["crowd"]
@@ -44,20 +44,81 @@ FIXED = ["HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "SubmitTime", 
 def crowd_batch(root: Path) -> None:
     write_csv(
         root / "b1" / "crowd_creations.csv",
-        FIXED + ["Input.candidates", "Answer.cue1", "Answer.associations1", "Answer.fool1", "Answer.cue2", "Answer.associations2", "Answer.fool2"],
+        FIXED
+        + [
+            "Input.candidates",
+            "Answer.cue1",
+            "Answer.associations1",
+            "Answer.fool1",
+            "Answer.cue2",
+            "Answer.associations2",
+            "Answer.fool2",
+        ],
         [
-            ["H1", "A1", "SPY-1", "Approved", "2022-03-01", "120", j(C6), "space", j(["rocket", "moon"]), "67", "meow", j(["cat", "coffee"]), "0"],
-            ["H2", "A2", "SPY-2", "Rejected", "2022-03-01", "5", j(C6), "x1", j(["rocket", "moon"]), "0", "y1", j(["cat", "moon"]), "0"],
-            ["H3", "A3", "SPY-1", "Submitted", "2022-03-02", "90", j(C6), "night", j(["moon", "cat"]), "", "NIGHT", j(["moon", "coffee"]), ""],
+            [
+                "H1",
+                "A1",
+                "SPY-1",
+                "Approved",
+                "2022-03-01",
+                "120",
+                j(C6),
+                "space",
+                j(["rocket", "moon"]),
+                "67",
+                "meow",
+                j(["cat", "coffee"]),
+                "0",
+            ],
+            [
+                "H2",
+                "A2",
+                "SPY-2",
+                "Rejected",
+                "2022-03-01",
+                "5",
+                j(C6),
+                "x1",
+                j(["rocket", "moon"]),
+                "0",
+                "y1",
+                j(["cat", "moon"]),
+                "0",
+            ],
+            [
+                "H3",
+                "A3",
+                "SPY-1",
+                "Submitted",
+                "2022-03-02",
+                "90",
+                j(C6),
+                "night",
+                j(["moon", "cat"]),
+                "",
+                "NIGHT",
+                j(["moon", "coffee"]),
+                "",
+            ],
         ],
     )
     write_csv(
         root / "b1" / "crowd_solves.csv",
         FIXED + ["Input.instance_id", "Answer.selection"],
-        [["S", f"a{i}", f"SOLVER-{w}", "Approved", "t", "30", iid, j(sel)]
-         for i, (w, iid, sel) in enumerate([(1, "A1:1", ["rocket", "moon"]), (2, "A1:1", ["moon", "rocket"]), (3, "A1:1", ["rocket", "cat"]),
-                                            (1, "A1:2", ["cat", "coffee"]), (2, "A1:2", ["cat", "coffee"]), (3, "A1:2", ["cat", "coffee"])])],
-    )  # fmt: skip
+        [
+            ["S", f"a{i}", f"SOLVER-{w}", "Approved", "t", "30", iid, j(sel)]
+            for i, (w, iid, sel) in enumerate(
+                [
+                    (1, "A1:1", ["rocket", "moon"]),
+                    (2, "A1:1", ["moon", "rocket"]),
+                    (3, "A1:1", ["rocket", "cat"]),
+                    (1, "A1:2", ["cat", "coffee"]),
+                    (2, "A1:2", ["cat", "coffee"]),
+                    (3, "A1:2", ["cat", "coffee"]),
+                ]
+            )
+        ],
+    )
 
 
 def test_crowd_batch_creation_hit_yields_two_instances(tmp_path):
@@ -88,7 +149,11 @@ def test_creation_task_rules(tmp_path):
         ["t4-a", "t4", "W", "fool", j(C6), j(["cat", "moon"]), "lots"],  # wrong type
     ]
     rows = [r + [""] * (7 - len(r)) for r in rows]
-    write_csv(tmp_path / "raw/b1/creations.csv", ["instance_id", "task_id", "spymaster_id", "cue", "candidates", "associations", "score_fool_the_ai"], rows)
+    write_csv(
+        tmp_path / "raw/b1/creations.csv",
+        ["instance_id", "task_id", "spymaster_id", "cue", "candidates", "associations", "score_fool_the_ai"],
+        rows,
+    )
     res = import_all(None, [], tmp_path / "raw", KEY)
     assert res.instances["instance_uid"].tolist() == ["raw:t1-a", "raw:t1-b", "raw:t2-a"]
     r = dict(zip(res.rejects["source_line"], res.rejects["reason"]))
@@ -108,18 +173,26 @@ def test_reimporting_the_same_file_changes_nothing_and_new_batches_append(tmp_pa
     pd.testing.assert_frame_equal(once.solves, twice.solves)
     pd.testing.assert_frame_equal(once.rejects, twice.rejects)
     assert len(twice.metrics["skipped_duplicate_files"]) == 2
-    write_csv(raw / "b3/creations.csv", ["instance_id", "spymaster_id", "cue", "candidates", "associations"], [["new-1", "W9", "galaxy", j(C6), j(["moon", "rocket"])]])
+    write_csv(
+        raw / "b3/creations.csv",
+        ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
+        [["new-1", "W9", "galaxy", j(C6), j(["moon", "rocket"])]],
+    )
     third = import_all(None, [], raw, KEY, CROWD)
     assert third.instances["instance_uid"].tolist() == once.instances["instance_uid"].tolist() + ["raw:new-1"]
 
 
 def test_flagged_cues_are_kept_but_not_selected(tmp_path):
     write_csv(
-        tmp_path / "raw/b1/creations.csv", ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
+        tmp_path / "raw/b1/creations.csv",
+        ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
         [["p1", "W", "shit", j(C6), j(["cat", "coffee"])], ["p2", "W", "space", j(C6), j(["rocket", "moon"])]],
-    )  # fmt: skip
-    write_csv(tmp_path / "raw/b1/solves.csv", ["instance_id", "solver_id", "selection"],
-              [[i, f"S{s}", j(sel)] for i, sel in (("p1", ["cat", "coffee"]), ("p2", ["rocket", "moon"])) for s in range(3)])  # fmt: skip
+    )
+    write_csv(
+        tmp_path / "raw/b1/solves.csv",
+        ["instance_id", "solver_id", "selection"],
+        [[i, f"S{s}", j(sel)] for i, sel in (("p1", ["cat", "coffee"]), ("p2", ["rocket", "moon"])) for s in range(3)],
+    )
     res = import_all(None, [], tmp_path / "raw", KEY, None, ProfanityFilter().reason)
     sel = validate(select(res.instances, res.solves, 0.8), Selection).set_index("instance_uid")
     assert sel.loc["raw:p1", "status"] == "profane_cue" and "better-profanity" in sel.loc["raw:p1", "reason"]
@@ -142,7 +215,11 @@ def test_annotator_statistics(tmp_path):
 
 
 def test_release_split_files_round_trip_cell_for_cell():
-    files = [{"file": "game_5_6.csv", "dataset": "game"}, {"file": "game_10_12.csv", "dataset": "game"}, {"file": "swow.csv", "dataset": "swow_baseline"}]
+    files = [
+        {"file": "game_5_6.csv", "dataset": "game"},
+        {"file": "game_10_12.csv", "dataset": "game"},
+        {"file": "swow.csv", "dataset": "swow_baseline"},
+    ]
     res = import_all(RELEASE, files, None, KEY)
     sel = validate(select(res.instances, res.solves, 0.8), Selection)
     for split in ("game_5_6", "game_10_12", "swow"):
@@ -155,8 +232,11 @@ def test_release_split_files_round_trip_cell_for_cell():
 
 
 def test_new_instances_get_the_next_split_ids(tmp_path):
-    write_csv(tmp_path / "raw/b1/creations.csv", ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
-              [["n1", "W", "space", j(C6), j(["rocket", "moon"])], ["n2", "W", "grid", j(C12), j(["brick", "page"])]])  # fmt: skip
+    write_csv(
+        tmp_path / "raw/b1/creations.csv",
+        ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
+        [["n1", "W", "space", j(C6), j(["rocket", "moon"])], ["n2", "W", "grid", j(C12), j(["brick", "page"])]],
+    )
     res = import_all(RELEASE, [{"file": "game_5_6.csv", "dataset": "game"}], tmp_path / "raw", KEY)
     sel = select(res.instances, res.solves, 0.8).set_index("instance_uid")
     assert sel.loc["raw:n1", ["split", "split_id"]].tolist() == ["game_5_6", 2714]  # release IDs end at 2713
@@ -164,13 +244,20 @@ def test_new_instances_get_the_next_split_ids(tmp_path):
 
 
 def test_missing_columns_reject_the_file_and_the_summary_adds_up(tmp_path):
-    write_csv(tmp_path / "raw/b1/creations.csv", ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
-              [["m1", "W", "space", j(C6), j(["rocket", "moon"])]])  # fmt: skip
-    write_csv(tmp_path / "raw/b1/solves.csv", ["instance_id", "solver_id", "answer"], [["m1", "S1", j(["rocket", "moon"])]])
+    write_csv(
+        tmp_path / "raw/b1/creations.csv",
+        ["instance_id", "spymaster_id", "cue", "candidates", "associations"],
+        [["m1", "W", "space", j(C6), j(["rocket", "moon"])]],
+    )
+    write_csv(
+        tmp_path / "raw/b1/solves.csv", ["instance_id", "solver_id", "answer"], [["m1", "S1", j(["rocket", "moon"])]]
+    )
     res = import_all(None, [], tmp_path / "raw", KEY)
     solves_file = (tmp_path / "raw/b1/solves.csv").as_posix()
     rej = res.rejects.set_index("source_file")
-    assert rej.loc[solves_file, "source_line"] == 1 and "missing column(s) ['selection']" in rej.loc[solves_file, "reason"]
+    assert (
+        rej.loc[solves_file, "source_line"] == 1 and "missing column(s) ['selection']" in rej.loc[solves_file, "reason"]
+    )
     m = res.metrics
     for f, n in m["rows_read"].items():
         assert m["rows_accepted"][f] + m["rows_rejected"][f] >= n  # header problems count once

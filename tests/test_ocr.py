@@ -8,7 +8,7 @@ from PIL import Image, ImageDraw, ImageFont
 from schemas.ocr import Ocr
 from stages._io import validate
 from stages.ocr_filter import MatchRule, decide, match_text, targets
-from tests.conftest import IMAGES
+from tests.helpers import IMAGES
 
 RULE = MatchRule(match_threshold=80, min_confidence=0.3, min_word_len=4)
 
@@ -47,18 +47,32 @@ def tables(cands: dict[str, list[str]], crawl_fail: dict[str, str] | None = None
     img_rows, cand_rows = [], []
     for concept, paths in cands.items():
         for rank, path in enumerate(paths, start=1):
-            cand_rows.append({"concept": concept, "rank": rank, "url": f"http://127.0.0.1/{concept}/{rank}", "status": "kept",
-                              "sha256": hashlib.sha256(str(path).encode()).hexdigest(), "path": str(path)})  # fmt: skip
+            cand_rows.append(
+                {
+                    "concept": concept,
+                    "rank": rank,
+                    "url": f"http://127.0.0.1/{concept}/{rank}",
+                    "status": "kept",
+                    "sha256": hashlib.sha256(str(path).encode()).hexdigest(),
+                    "path": str(path),
+                }
+            )
         img_rows.append({"concept": concept, "status": "ok", "reason": None})
     for concept, status in crawl_fail.items():
         img_rows.append({"concept": concept, "status": status, "reason": f"no local result for {concept}"})
-    return pd.DataFrame(img_rows), pd.DataFrame(cand_rows, columns=["concept", "rank", "url", "status", "sha256", "path"])
+    return pd.DataFrame(img_rows), pd.DataFrame(
+        cand_rows, columns=["concept", "rank", "url", "status", "sha256", "path"]
+    )
 
 
 @pytest.mark.slow
 def test_easyocr_rejects_rendered_library_and_keeps_photos(tmp_path, ocr_reader):
     images, cands = tables(
-        {"library": [render("LIBRARY", tmp_path / "lib.png")], "cat": [str(IMAGES / "cat.png")], "moon": [render("BRARY", tmp_path / "brary.png")]},
+        {
+            "library": [render("LIBRARY", tmp_path / "lib.png")],
+            "cat": [str(IMAGES / "cat.png")],
+            "moon": [render("BRARY", tmp_path / "brary.png")],
+        },
         {"unicorn": "no_results"},
     )
     # moon's image reads "BRARY": unrelated text is not a reason to reject
@@ -84,13 +98,18 @@ def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reade
     from stages.ocr_filter import load_for_ocr
 
     words = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
-    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)] + [str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
+    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)] + [
+        str(IMAGES / "cat.png"),
+        str(IMAGES / "rocket.jpg"),
+    ]
     arrays = [load_for_ocr(p, 640) for p in paths]
     ours = ocr_reader(arrays, 640)
-    import easyocr_en_models
     import easyocr
+    import easyocr_en_models
 
-    reader = easyocr.Reader(["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False)
+    reader = easyocr.Reader(
+        ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
+    )
     for concept, arr, dets in zip(words + ["cat", "rocket"], arrays, ours):
         ref = [(t, float(c)) for _, t, c in reader.readtext(arr, canvas_size=640)]
         assert [t for t, _ in dets] == [t for t, _ in ref]
@@ -99,7 +118,13 @@ def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reade
 
 def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
     images, cands = tables({"library": ["l1.png", "l2.png", "l3.png"], "moon": ["m1.png", "m2.png"]})
-    texts = {"l1.png": [("LIBRARY", 0.9)], "l2.png": [("a tree", 0.9)], "l3.png": [], "m1.png": [("MOON", 0.95)], "m2.png": [("moon", 0.9)]}
+    texts = {
+        "l1.png": [("LIBRARY", 0.9)],
+        "l2.png": [("a tree", 0.9)],
+        "l3.png": [],
+        "m1.png": [("MOON", 0.95)],
+        "m2.png": [("moon", 0.9)],
+    }
     read_log: list[list[str]] = []
 
     def fake_read(arrays, canvas):
@@ -115,10 +140,19 @@ def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
         out = validate(decide(images, cands, RULE, 640, {}, fake_read), Ocr).set_index("concept")
     finally:
         of.load_for_ocr = real_load
-    assert [sorted(b) for b in read_log] == [["l1.png", "m1.png"], ["l2.png", "m2.png"]]  # one batch per rank; l3 never read
-    assert out.loc["library", "status"] == "accepted" and out.loc["library", "rank"] == 2 and out.loc["library", "path"] == "l2.png"
+    assert [sorted(b) for b in read_log] == [
+        ["l1.png", "m1.png"],
+        ["l2.png", "m2.png"],
+    ]  # one batch per rank; l3 never read
+    assert (
+        out.loc["library", "status"] == "accepted"
+        and out.loc["library", "rank"] == 2
+        and out.loc["library", "path"] == "l2.png"
+    )
     assert out.loc["library", "candidates_read"] == 2 and "#1: OCR read 'library'" in out.loc["library", "reason"]
-    assert out.loc["moon", "status"] == "rejected_text" and out.loc["moon", "rank"] == 2  # every kept candidate showed the word
+    assert (
+        out.loc["moon", "status"] == "rejected_text" and out.loc["moon", "rank"] == 2
+    )  # every kept candidate showed the word
     assert "#1" in out.loc["moon", "reason"] and "#2" in out.loc["moon", "reason"]
 
 

@@ -6,8 +6,10 @@ import pytest
 
 from schemas.scores import Scores
 from stages._embeddings import Cache, predict, score_instances
-from stages._io import ParamsError, validate
+from stages._io import validate
 from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from stages.config import ScoreParams, parse_params
+from stages.errors import ParamsError
 from stages.score_candidates import with_model_columns
 from stages.winogavil import top_k
 
@@ -15,16 +17,26 @@ INSTANCES = pd.DataFrame(
     {
         "instance_id": ["swow:space", "swow:ocean", "swow:night"],
         "cue": ["space", "ocean", "night"],
-        "candidates": [["rocket", "cat", "moon", "coffee", "brick"], ["rocket", "cat", "moon", "coffee", "brick"], ["moon", "star", "cat", "unicorn", "brick"]],
+        "candidates": [
+            ["rocket", "cat", "moon", "coffee", "brick"],
+            ["rocket", "cat", "moon", "coffee", "brick"],
+            ["moon", "star", "cat", "unicorn", "brick"],
+        ],
         "associations": [["rocket", "moon"], ["cat", "brick"], ["moon", "star"]],
     }
 )
 IMAGES = {c: (f"{c:0>64}"[-64:], f"/imgs/{c}.png") for c in ["rocket", "cat", "moon", "coffee", "brick", "star"]}
 # hand-made unit embeddings: "A space" is closest to moon (0.98), then rocket (0.90); "An ocean" ties everywhere
 VEC = {
-    "rocket": [1, 0, 0], "moon": [0.8, 0.6, 0], "cat": [0, 1, 0], "coffee": [0, 0, 1], "brick": [0, 0.6, 0.8], "star": [0.6, 0.8, 0],
-    "A space": [0.9, 0.436, 0], "An ocean": [0, 0, 0],
-}  # fmt: skip
+    "rocket": [1, 0, 0],
+    "moon": [0.8, 0.6, 0],
+    "cat": [0, 1, 0],
+    "coffee": [0, 0, 1],
+    "brick": [0, 0.6, 0.8],
+    "star": [0.6, 0.8, 0],
+    "A space": [0.9, 0.436, 0],
+    "An ocean": [0, 0, 0],
+}
 SPEC = ModelSpec("rival:RN50", "open_clip", "RN50", "openai")
 
 
@@ -38,8 +50,16 @@ def fake_model(untrained=False, calls=None):
 
 
 def scored(model, cache=None):
-    df = score_instances(INSTANCES, model, IMAGES, cache if cache is not None else Cache([], None), "no cached weights; set score.weights_path")
-    return validate(with_model_columns(df, SPEC, model.weights_id if model else "openai"), Scores).set_index("instance_id")
+    df = score_instances(
+        INSTANCES,
+        model,
+        IMAGES,
+        cache if cache is not None else Cache([], None),
+        "no cached weights; set score.weights_path",
+    )
+    return validate(with_model_columns(df, SPEC, model.weights_id if model else "openai"), Scores).set_index(
+        "instance_id"
+    )
 
 
 def test_predictions_jaccard_and_fool_score():
@@ -144,10 +164,12 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path, capsys):
     import open_clip
     import torch
 
-    from tests.conftest import IMAGES as IMG_DIR
+    from tests.helpers import IMAGES as IMG_DIR
 
     torch.manual_seed(0)
-    rnd = load_model(ModelSpec("r", "open_clip", "RN50", None), RuntimeOptions(batch_size=2, threads=1, loader_workers=1))
+    rnd = load_model(
+        ModelSpec("r", "open_clip", "RN50", None), RuntimeOptions(batch_size=2, threads=1, loader_workers=1)
+    )
     assert rnd.untrained and rnd.weights_id == "untrained"
     imgs = [str(IMG_DIR / "cat.png"), str(IMG_DIR / "rocket.jpg"), str(IMG_DIR / "moon.png")]
     e1 = rnd.embed_images(imgs)  # 2 batches, the second decoded on a prefetch thread
@@ -177,7 +199,10 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path, capsys):
     assert load_model(ModelSpec("s", "open_clip", "RN50", None, str(st_path)), P) is from_st
     # ... until its weights file changes: other weights under the same path are loaded, not reused
     torch.manual_seed(1)
-    save_file({k: v.contiguous() for k, v in open_clip.create_model("RN50", pretrained=None).state_dict().items()}, str(st_path))
+    save_file(
+        {k: v.contiguous() for k, v in open_clip.create_model("RN50", pretrained=None).state_dict().items()},
+        str(st_path),
+    )
     changed = load_model(ModelSpec("s", "open_clip", "RN50", None, str(st_path)), P)
     assert changed is not from_st and changed.weights_id != from_st.weights_id
     assert not np.allclose(changed.embed_images(imgs[:1]), e1[:1], atol=1e-3)
@@ -187,31 +212,75 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path, capsys):
 def test_text_only_baseline_runs_offline():
     m = load_model(ModelSpec("text-minilm", "text", "all-MiniLM-L6-v2"), P)
     assert m.embed_images is None and m.weights_id == "all-MiniLM-L6-v2"
-    inst = pd.DataFrame({"instance_id": ["i"], "cue": ["Astronaut"], "candidates": [["rocket", "cat", "banana", "sofa", "moon"]], "associations": [["rocket", "moon"]]})
+    inst = pd.DataFrame(
+        {
+            "instance_id": ["i"],
+            "cue": ["Astronaut"],
+            "candidates": [["rocket", "cat", "banana", "sofa", "moon"]],
+            "associations": [["rocket", "moon"]],
+        }
+    )
     out = score_instances(inst, m, {}, Cache([], None))
     assert out.loc[0, "status"] == "ok" and set(out.loc[0, "predictions"]) == {"rocket", "moon"}
 
 
 def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, monkeypatch):
-    from schemas.instances import SwowInstances
-    from schemas.ocr import Ocr
-    from stages import score_candidates
-    from stages._io import write_table
+    from stages import catalog, score_candidates
 
-    write_table(pd.DataFrame({"instance_id": ["swow:space"], "cue": ["space"], "status": ["ok"], "reason": [None],
-                              "associations": [["rocket", "moon"]], "candidates": [["rocket", "cat", "moon", "coffee", "brick"]],
-                              "num_associations": [2], "num_candidates": [5], "associations_mean_weight": [None]}),
-                score_candidates.SWOW_INSTANCES_PATH, SwowInstances)  # fmt: skip
-    write_table(pd.DataFrame({"concept": ["rocket"], "sha256": ["a" * 64], "path": ["x.png"], "status": ["accepted"], "reason": [None],
-                              "ocr_text": [""], "ocr_confidence": [None], "match_token": [None], "match_score": [None], "source_url": ["u"],
-                              "rank": [1], "candidates_read": [1]}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
-    params = {"score": {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": str(in_tmp / "empty-cache"),
-                        "allow_download": False, "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0, "partition_size": 100}}  # fmt: skip
+    catalog.write_table(
+        pd.DataFrame(
+            {
+                "instance_id": ["swow:space"],
+                "cue": ["space"],
+                "status": ["ok"],
+                "reason": [None],
+                "associations": [["rocket", "moon"]],
+                "candidates": [["rocket", "cat", "moon", "coffee", "brick"]],
+                "num_associations": [2],
+                "num_candidates": [5],
+                "associations_mean_weight": [None],
+            }
+        ),
+        "swow_instances",
+    )
+    catalog.write_table(
+        pd.DataFrame(
+            {
+                "concept": ["rocket"],
+                "sha256": ["a" * 64],
+                "path": ["x.png"],
+                "status": ["accepted"],
+                "reason": [None],
+                "ocr_text": [""],
+                "ocr_confidence": [None],
+                "match_token": [None],
+                "match_score": [None],
+                "source_url": ["u"],
+                "rank": [1],
+                "candidates_read": [1],
+            }
+        ),
+        "ocr",
+    )
+    params = {
+        "score": {
+            "model": "RN50",
+            "pretrained": "openai",
+            "weights_path": None,
+            "cache_dir": str(in_tmp / "empty-cache"),
+            "allow_download": False,
+            "require_weights": True,
+            "batch_size": 8,
+            "threads": 1,
+            "loader_workers": 0,
+            "partition_size": 100,
+        }
+    }
     with pytest.raises(WeightsUnavailable, match="weights_path"):
-        score_candidates.run(params)
-    assert not (in_tmp / score_candidates.SCORES_PATH).exists()  # nothing half-written
+        score_candidates.run(parse_params(params))
+    assert not (in_tmp / catalog.entry("scores").path).exists()  # nothing half-written
     params["score"]["require_weights"] = False
-    metrics = score_candidates.run(params)
+    metrics = score_candidates.run(parse_params(params))
     assert metrics["by_status"] == {"no_weights": 1} and "weights_path" in metrics["message"]
 
 
@@ -220,28 +289,65 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
     RN50, so the flow maps them too); after the partitions ran, reduce() only looks up and ranks."""
     import hashlib
 
-    from schemas.instances import SwowInstances
-    from schemas.ocr import Ocr
-    from stages import score_candidates
-    from stages._io import write_table
+    from stages import catalog, score_candidates
 
     concepts = ["rocket", "cat", "moon", "coffee", "brick", "star"]  # "unicorn" has no accepted image
     sha = {c: hashlib.sha256(c.encode()).hexdigest() for c in concepts}
     n = len(INSTANCES)
-    write_table(INSTANCES.assign(status="ok", reason=None, num_associations=INSTANCES["associations"].map(len),
-                                 num_candidates=5, associations_mean_weight=None), score_candidates.SWOW_INSTANCES_PATH, SwowInstances)  # fmt: skip
-    write_table(pd.DataFrame({"concept": concepts, "sha256": [sha[c] for c in concepts], "path": [f"/imgs/{c}.png" for c in concepts],
-                              "status": "accepted", "reason": None, "ocr_text": "", "ocr_confidence": None, "match_token": None,
-                              "match_score": None, "source_url": "u", "rank": 1, "candidates_read": 1}), score_candidates.OCR_PATH, Ocr)  # fmt: skip
+    catalog.write_table(
+        INSTANCES.assign(
+            status="ok",
+            reason=None,
+            num_associations=INSTANCES["associations"].map(len),
+            num_candidates=5,
+            associations_mean_weight=None,
+        ),
+        "swow_instances",
+    )
+    catalog.write_table(
+        pd.DataFrame(
+            {
+                "concept": concepts,
+                "sha256": [sha[c] for c in concepts],
+                "path": [f"/imgs/{c}.png" for c in concepts],
+                "status": "accepted",
+                "reason": None,
+                "ocr_text": "",
+                "ocr_confidence": None,
+                "match_token": None,
+                "match_score": None,
+                "source_url": "u",
+                "rank": 1,
+                "candidates_read": 1,
+            }
+        ),
+        "ocr",
+    )
     assert n == 3
-    params = {"score": {"model": "RN50", "pretrained": "openai", "weights_path": None, "cache_dir": None, "allow_download": False,
-                        "require_weights": True, "batch_size": 8, "threads": 1, "loader_workers": 0, "partition_size": 4}}  # fmt: skip
+    params = {
+        "score": {
+            "model": "RN50",
+            "pretrained": "openai",
+            "weights_path": None,
+            "cache_dir": None,
+            "allow_download": False,
+            "require_weights": True,
+            "batch_size": 8,
+            "threads": 1,
+            "loader_workers": 0,
+            "partition_size": 4,
+        }
+    }
+    params = parse_params(params)
 
     parts = score_candidates.plan(params)
     by_path = sorted((sha[c], f"/imgs/{c}.png") for c in concepts)
     # 6 candidate images in parts of 4, then the prompts of the two instances whose images all exist
-    assert parts == [{"kind": "image", "items": by_path[:4]}, {"kind": "image", "items": by_path[4:]},
-                     {"kind": "text", "items": ["A space", "An ocean"]}]  # fmt: skip
+    assert parts == [
+        {"kind": "image", "items": by_path[:4]},
+        {"kind": "image", "items": by_path[4:]},
+        {"kind": "text", "items": ["A space", "An ocean"]},
+    ]
     calls: list[list[str]] = []
     monkeypatch.setattr(score_candidates, "load_model", lambda spec, opt: fake_model(calls=calls))
     results = [score_candidates.work(params, part) for part in parts]
@@ -252,17 +358,19 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
     def refuse(keys):
         raise AssertionError(f"reduce embedded {list(keys)}")
 
-    monkeypatch.setattr(score_candidates, "load_model", lambda spec, opt: LoadedModel(SPEC, "openai", False, refuse, refuse))
+    monkeypatch.setattr(
+        score_candidates, "load_model", lambda spec, opt: LoadedModel(SPEC, "openai", False, refuse, refuse)
+    )
     metrics = score_candidates.reduce(params, results)
     assert metrics["by_status"] == {"missing_image": 1, "ok": 2} and metrics["embeddings_in_cache"] == 8
-    out = pd.read_parquet(score_candidates.SCORES_PATH).set_index("instance_id")
+    out = pd.read_parquet(catalog.entry("scores").path).set_index("instance_id")
     assert out.loc["swow:space", "predictions"].tolist() == ["moon", "rocket"]  # the same ranking as score_instances
     assert out.loc["swow:night", "status"] == "missing_image"
 
 
 def test_omp_num_threads_caps_the_model_threads(monkeypatch):
     """A Dask worker's OMP_NUM_THREADS (its share of the cores) caps score.threads; unset or junk: params rule."""
-    p = {"cache_dir": None, "allow_download": False, "batch_size": 8, "threads": 2}
+    p = ScoreParams(cache_dir=None, allow_download=False, batch_size=8, threads=2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert RuntimeOptions.from_params(p).threads == 2
     for env, expected in (("1", 1), ("8", 2), ("junk", 2), ("0", 2)):

@@ -17,12 +17,19 @@ from stages.winogavil import (
     solver_jaccards,
     top_k,
 )
-from tests.conftest import RELEASE
+from tests.helpers import RELEASE
 
 
 @pytest.mark.parametrize(
     "cue,prompt",
-    [("werewolf", "A werewolf"), ("unicorn", "An unicorn"), ("hour", "A hour"), ("Apple", "An apple"), ("  Egg ", "An egg"), ("yak", "A yak")],
+    [
+        ("werewolf", "A werewolf"),
+        ("unicorn", "An unicorn"),
+        ("hour", "A hour"),
+        ("Apple", "An apple"),
+        ("  Egg ", "An egg"),
+        ("yak", "A yak"),
+    ],
 )
 def test_prompt_rule_is_a_letter_test(cue, prompt):
     assert prompt_for_cue(cue) == prompt

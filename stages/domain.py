@@ -1,0 +1,73 @@
+"""The domain's fixed vocabulary, defined once: the bottom of the import graph.
+
+Imported by ``schemas/`` (the table contracts), ``stages/config.py`` (params) and the stages.
+Sources: WinoGAViL paper §2.2 and the game UI (candidate-set sizes and K limits); the crawl
+sources this project implements (``stages/crawl_images``).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Literal, get_args
+
+#: Candidate-set sizes the game uses (paper §2.2).
+CANDIDATE_SIZES: tuple[int, ...] = (5, 6, 10, 12)
+#: Spymaster UI limits on K (number of associations) for N candidates (paper §2.2, game UI).
+K_LIMITS: dict[int, tuple[int, int]] = {5: (2, 3), 6: (2, 4), 10: (2, 5), 12: (2, 6)}
+
+#: The WinoGAViL release's file layouts (column order as released; WinoGAViL-experiments ``assets/``):
+#: ``game_5_6.csv`` / ``game_10_12.csv``, ``winogavil_dataset.csv`` (= the benchmark export) and
+#: ``swow.csv``. Read by ingestion and annotation import, written by export.
+RELEASE_GAME_COLUMNS: tuple[str, ...] = (
+    "candidates",
+    "cue",
+    "associations",
+    "score_fool_the_ai",
+    "num_associations",
+    "annotation_index",
+    "num_candidates",
+    "solvers_jaccard_mean",
+    "solvers_jaccard_std",
+    "images_source",
+    "ID",
+)
+RELEASE_DATASET_COLUMNS: tuple[str, ...] = (
+    "candidates",
+    "cue",
+    "associations",
+    "score_fool_the_ai",
+    "num_associations",
+    "num_candidates",
+    "solvers_jaccard_mean",
+    "solvers_jaccard_std",
+    "ID",
+)
+RELEASE_SWOW_COLUMNS: tuple[str, ...] = (
+    "ID",
+    "cue",
+    "associations",
+    "num_associations",
+    "cue_weight",
+    "associations_mean_weight",
+    "candidates",
+    "candidates_connectivity_score",
+    "solvers_jaccard_mean",
+    "solvers_jaccard_std",
+)
+
+#: Where crawl candidates come from (``crawl.source``).
+CrawlSource = Literal["local", "urllist", "bing", "greedy"]
+CRAWL_SOURCES: tuple[str, ...] = get_args(CrawlSource)
+
+
+def normalize_name(name: str) -> str:
+    """The one comparison form of a concept, candidate or association name.
+
+    Unicode NFC (so "café" typed precomposed or decomposed is one name), surrounding whitespace
+    trimmed, then case-folded (``str.casefold``: "Dog" and "dog" are one name; "Straße" and
+    "strasse" too). Every stage compares names in this form: ingestion, the crawl's URL maps,
+    annotation import. Raises TypeError for a non-string.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a name must be a string, got {type(name).__name__}")
+    return unicodedata.normalize("NFC", name).strip().casefold()

@@ -1,0 +1,209 @@
+"""The stage's entry points: :func:`import_all` (released files, then raw and crowd batches in name
+order, into DataFrames and metrics; pure apart from reading inputs) and :func:`run` (params in,
+catalog tables ``instances``, ``solves`` and ``annotation_rejects`` out).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from schemas.annotations import AnnotationRejects, Instances, Solves
+from stages import catalog
+from stages._io import atomic_path
+from stages._privacy import annotator_key, key_fingerprint
+from stages._profanity import ProfanityFilter
+from stages.domain import normalize_name
+from stages.errors import GavilError, MissingInput
+from stages.import_annotations.crowd import import_crowd
+from stages.import_annotations.raw import import_creations, import_solves
+from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
+from stages.import_annotations.release import import_release_file
+
+if TYPE_CHECKING:
+    from stages.config import Params
+
+
+def _find(batch: Path, stem: str) -> list[Path]:
+    """``<stem>.csv`` and ``<stem>.jsonl`` in ``batch`` (both are read when both exist)."""
+    return [batch / f"{stem}{ext}" for ext in (".csv", ".jsonl") if (batch / f"{stem}{ext}").is_file()]
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    instances: pd.DataFrame
+    solves: pd.DataFrame
+    rejects: pd.DataFrame
+    metrics: dict[str, Any]
+
+
+def import_all(
+    release_dir: Path | None,
+    release_files: list[dict[str, str]],
+    raw_dir: Path | None,
+    key: bytes,
+    crowd: dict[str, Any] | None = None,
+    flag_cue: Callable[[str], str | None] | None = None,
+    identity_columns: Iterable[str] = (),
+) -> ImportResult:
+    """Import released files, then raw batches in name order (pure apart from reading inputs).
+
+    In each batch: ``creations.{csv,jsonl}``, the crowd creations CSV, then (after every batch's
+    creations, so a later batch may answer an earlier one) ``solves.{csv,jsonl}`` and the crowd
+    solves CSV. A file whose bytes were already imported (same sha256) is skipped, so dropping the
+    same batch in twice changes nothing.
+
+    Args:
+        crowd: ``annotations.crowd`` params (file names, accepted statuses, column map) or None.
+        flag_cue: returns why a cue is inappropriate (profanity) or None; raw cues only.
+        identity_columns: columns holding a person's id (``annotations.identity_columns``),
+            hashed wherever they appear (rejects included), besides :data:`BASE_ID_COLUMNS`.
+
+    Raises:
+        MissingInput: a listed release file does not exist.
+    """
+    ids = frozenset(BASE_ID_COLUMNS) | frozenset(identity_columns)
+    state = ImportState(key, flag_cue or (lambda cue: None), ids)
+    for spec in release_files:
+        if not release_dir:
+            break
+        path = release_dir / spec["file"]
+        if not path.exists():
+            raise MissingInput(f"annotations.release_files: {path} does not exist (check annotations.release_dir)")
+        import_release_file(path, spec["dataset"], state)
+    if raw_dir is not None and not raw_dir.is_dir():
+        raise MissingInput(f"annotations.raw_dir: {raw_dir} is not a folder (create it, or fix the path)")
+    batches = sorted(p for p in raw_dir.iterdir() if p.is_dir()) if raw_dir else []
+    ignored = (
+        sorted(p.as_posix() for p in raw_dir.iterdir() if p.is_file() and p.name != "README.md") if raw_dir else []
+    )
+    crowd_files = crowd or {}
+    known = {f"{s}{e}" for s in ("creations", "solves") for e in (".csv", ".jsonl")}
+    known |= {crowd_files.get("creations_file", ""), crowd_files.get("solves_file", ""), "README.md"}
+    for batch in batches:  # a file the import does not read is listed in the metrics, never silently skipped
+        ignored += sorted(p.as_posix() for p in batch.iterdir() if p.name not in known)
+    for batch in batches:
+        for creations in _find(batch, "creations"):
+            if state.first_time(creations):
+                import_creations(creations, state)
+        cc = batch / crowd_files.get("creations_file", "") if crowd_files else None
+        if cc and cc.is_file() and state.first_time(cc):
+            import_crowd(cc, "creation", crowd_files, state)
+    for batch in batches:
+        for solves in _find(batch, "solves"):
+            if state.first_time(solves):
+                import_solves(solves, state)
+        cs = batch / crowd_files.get("solves_file", "") if crowd_files else None
+        if cs and cs.is_file() and state.first_time(cs):
+            import_crowd(cs, "solve", crowd_files, state)
+    inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
+    for col in ("release_id", "score_fool_the_ai", "annotation_index"):
+        inst[col] = inst[col].astype("Int64")
+    for col in ("cue_weight", "associations_mean_weight", "candidates_connectivity_score"):
+        inst[col] = inst[col].astype(float)
+    sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
+    rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
+    by_reason = (
+        rej["reason"].str.replace(r"'[^']*'|\[[^\]]*\]|\d+", "…", regex=True).value_counts().to_dict()
+        if len(rej)
+        else {}
+    )
+    accepted = pd.concat([inst["source_file"], sol["source_file"]]).value_counts().to_dict()
+    metrics = {
+        "rows_read": state.read,
+        "rows_accepted": {f: int(accepted.get(f, 0)) for f in state.read},
+        "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
+        "instances": {f"{o}/{d}": int(n) for (o, d), n in inst.groupby(["origin", "dataset"]).size().items()},
+        "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
+        # allowed on purpose (README "Annotations"): the game shows images, not names
+        "instances_cue_names_a_candidate": int(
+            sum(normalize_name(c) in {normalize_name(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
+        ),
+        "solves": len(sol),
+        "rejected": len(rej),
+        "rejected_by_reason": by_reason,
+        "skipped_duplicate_files": state.skipped_files,
+        "batches": [b.name for b in batches],
+        "ignored_files": ignored,
+    }
+    return ImportResult(inst, sol, rej, metrics)
+
+
+class AnnotatorKeyChanged(GavilError):
+    """The annotator key differs from the one the stored hashes were made with."""
+
+
+def check_annotator_key(fingerprint: str, expected: str | None, previous: str | None, hashes_ids: bool) -> None:
+    """Refuse to hash ids under a key other than the intended one (README "Annotator ids").
+
+    Args:
+        fingerprint: :func:`stages._privacy.key_fingerprint` of the key in use now.
+        expected: ``annotations.annotator_key_fingerprint`` (a DVC param), or None.
+        previous: the fingerprint the last import recorded (``data/ledger/annotator_key.json``).
+        hashes_ids: whether this import hashes any id (raw or crowd rows present).
+
+    Raises:
+        AnnotatorKeyChanged: ``expected`` is set and differs from ``fingerprint``; or it is not
+            set, ids are hashed, and ``previous`` differs (hashes would silently stop matching).
+    """
+    env = "the key in use"
+    if expected is not None and expected != fingerprint:
+        raise AnnotatorKeyChanged(
+            f"annotations.annotator_key_fingerprint is {expected}, but {env} has fingerprint {fingerprint}: "
+            "restore the key (its env var or .secrets/annotator_key), or set the param to the new fingerprint "
+            "to re-key every id at once"
+        )
+    if expected is None and hashes_ids and previous is not None and previous != fingerprint:
+        raise AnnotatorKeyChanged(
+            f"the annotator key changed since the last import ({previous} -> {fingerprint}), so no hashed id "
+            "would match the stored ones. Restore the previous key, or re-key everything at once: set "
+            f"annotations.annotator_key_fingerprint: {fingerprint} in params.yaml and run dvc repro"
+        )
+
+
+def run(params: Params) -> dict[str, Any]:
+    """Stage entry point: release files + raw batches -> instances, solves, annotation_rejects, and
+    the annotator key's fingerprint (``annotator_key_fingerprint``).
+
+    Returns the metrics of :func:`import_all` plus ``annotator_key_fingerprint`` (null when no id
+    was hashed).
+
+    Raises:
+        AnnotatorKeyChanged: see :func:`check_annotator_key` (nothing is written then).
+    """
+    p, prof = params.annotations, params.profanity
+    key = annotator_key(p.annotator_key_env)
+    res = import_all(
+        Path(p.release_dir) if p.release_dir else None,
+        [f.model_dump() for f in p.release_files],
+        Path(p.raw_dir) if p.raw_dir else None,
+        key,
+        p.crowd.model_dump(),
+        ProfanityFilter(prof.extra_words, prof.allow_words).reason,
+        p.identity_columns,
+    )
+    if res.metrics["ignored_files"]:
+        shown = ", ".join(res.metrics["ignored_files"][:5])
+        print(f"import_annotations: not read (not a known batch file name): {shown}", file=sys.stderr)
+    fp_path = catalog.path("annotator_key_fingerprint", "write")
+    previous = json.loads(fp_path.read_text()).get("fingerprint") if fp_path.exists() else None
+    hashes_ids = bool(
+        (res.instances["origin"] == "raw").any() or len(res.solves) or (res.rejects["kind"] != "release").any()
+    )
+    fingerprint = key_fingerprint(key)
+    check_annotator_key(fingerprint, p.annotator_key_fingerprint, previous, hashes_ids)
+    catalog.write_table(res.instances, "instances")
+    catalog.write_table(res.solves, "solves")
+    catalog.write_table(res.rejects, "annotation_rejects")
+    # a recorded fingerprint is never forgotten: an import that hashes no id (a fresh clone without
+    # the git-ignored batches, an empty raw_dir) keeps it, so a later key change is still caught
+    recorded = fingerprint if hashes_ids else (p.annotator_key_fingerprint or previous)
+    with atomic_path(fp_path, ".json") as tmp:
+        tmp.write_text(json.dumps({"fingerprint": recorded}, indent=2) + "\n")
+    return {**res.metrics, "annotator_key_fingerprint": recorded}

@@ -1,0 +1,250 @@
+"""How the files relate: stages are peers that share tables only by catalog name, dvc.yaml's code
+deps come from the real imports, params are typed, and a user's mistake reads as a sentence."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from stages import catalog
+from stages.codedeps import closure, code_deps
+from stages.config import Params, load_params, parse_params
+from stages.errors import ParamsError
+from stages.pipeline import STAGES, dvc_stage, run_stage
+from tests.helpers import ROOT
+
+STAGE_NAMES = {s.name for s in STAGES}
+
+
+def _stage_files(name: str) -> list[Path]:
+    pkg = ROOT / "stages" / name
+    return sorted(pkg.rglob("*.py")) if pkg.is_dir() else [ROOT / "stages" / f"{name}.py"]
+
+
+def _imported_modules(file: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(STAGE_NAMES))
+def test_stages_never_import_each_other(name):
+    for f in _stage_files(name):
+        others = {m for m in _imported_modules(f) if m.startswith("stages.")}
+        bad = {m for m in others if m.split(".")[1] in STAGE_NAMES - {name}}
+        assert not bad, f"{f.relative_to(ROOT)} imports other stages: {sorted(bad)}"
+
+
+def test_report_query_and_schemas_import_no_stage():
+    for f in [ROOT / "stages/report.py", ROOT / "stages/query.py", *sorted((ROOT / "schemas").glob("*.py"))]:
+        bad = {m for m in _imported_modules(f) if m.startswith("stages.") and m.split(".")[1] in STAGE_NAMES}
+        assert not bad, f"{f.relative_to(ROOT)}: {sorted(bad)}"
+
+
+def test_generating_dvc_yaml_imports_no_stage_module():
+    code = (
+        "import sys; from stages.pipeline import dvc_yaml; dvc_yaml(); "
+        f"bad = [m for m in sys.modules if m.split('.')[0] == 'stages' and len(m.split('.')) > 1 "
+        f"and m.split('.')[1] in {sorted(STAGE_NAMES)!r}]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+_IMPORT = re.compile(r"^(\s*)(?:from|import)\s+((?:stages|schemas|flows)(?:\.\w+)*)(?:\s+import\s+\(?([\w, ]+))?", re.M)
+
+
+def _runtime_imports(text: str) -> list[str]:
+    """Modules named by import lines, leaving out those in an ``if TYPE_CHECKING:`` block."""
+    lines = text.splitlines()
+    out = []
+    for m in _IMPORT.finditer(text):
+        line_no = text[: m.start()].count("\n")
+        indent = len(m.group(1))
+        block = next((ln for ln in reversed(lines[:line_no]) if ln.strip() and len(ln) - len(ln.lstrip()) < indent), "")
+        if indent and "TYPE_CHECKING" in block:
+            continue
+        out += [m.group(2)] + [f"{m.group(2)}.{n.strip()}" for n in (m.group(3) or "").split(",") if n.strip()]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(STAGE_NAMES))
+def test_dvc_yaml_lists_every_in_tree_import_of_a_stage(name):
+    """Independent of codedeps' AST walk: every stages./schemas. module named in an import line of
+    the stage's files (or of a file they import) must be a dep in the committed dvc.yaml."""
+    deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][name]["deps"])
+    todo, seen = list(_stage_files(name)), set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        assert str(f.relative_to(ROOT)) in deps, f"{f.relative_to(ROOT)} missing from dvc.yaml deps of {name}"
+        for mod in _runtime_imports(f.read_text()):
+            base = ROOT.joinpath(*mod.split("."))
+            todo += [c for c in (base.with_suffix(".py"), base / "__init__.py") if c.is_file()]
+
+
+def test_code_deps_follow_a_new_import(tmp_path):
+    """Derived, not hand-kept: a module that gains an import gains the dep."""
+    for pkg in ("stages", "schemas"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "stages" / "helper.py").write_text("X = 1\n")
+    (tmp_path / "stages" / "late.py").write_text("Y = 2\n")
+    (tmp_path / "stages" / "typing_only.py").write_text("Z = 3\n")
+    (tmp_path / "stages" / "mystage.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom stages.helper import X\n"
+        "if TYPE_CHECKING:\n    from stages.typing_only import Z\n"
+        "def f():\n    from stages import late\n    return late\n"
+    )
+    got = closure("stages.mystage", tmp_path)
+    assert got == ["stages/__init__.py", "stages/helper.py", "stages/late.py", "stages/mystage.py"]
+
+
+def test_every_catalog_table_has_a_model_and_one_writer():
+    writers: dict[str, list[str]] = {}
+    for s in STAGES:
+        for w in s.writes:
+            catalog.entry(w)
+            writers.setdefault(w, []).append(s.name)
+        for r in s.reads:
+            catalog.entry(r)
+    assert all(len(v) == 1 for v in writers.values()), writers
+    for t in catalog.TABLES:
+        assert t.schema().__name__ == t.model.split(":")[1]
+        assert t.name in writers, f"{t.name} is written by no stage"
+        assert (ROOT / t.schema_file).is_file()
+
+
+def test_no_source_file_over_500_lines():
+    for folder in ("stages", "flows", "schemas"):
+        for f in (ROOT / folder).rglob("*.py"):
+            n = len(f.read_text().splitlines())
+            assert n <= 500, f"{f.relative_to(ROOT)} has {n} lines"
+
+
+def test_no_fmt_skip_crutches():
+    crutch = "fmt" + ": skip"
+    for folder in ("stages", "flows", "schemas", "tests", "benchmarks"):
+        for f in (ROOT / folder).rglob("*.py"):
+            assert crutch not in f.read_text(), f
+
+
+# --------------------------------------------------------------------------------------------- access
+def test_reading_an_undeclared_table_is_an_error(in_tmp):
+    pd.DataFrame({"concept": ["cat"], "status": ["ok"], "reason": [None]}).pipe(catalog.write_table, "concept_filter")
+    with catalog.stage_access("build_instances", ("ocr",), ("candidate_sets",)):
+        with pytest.raises(catalog.UndeclaredAccess, match="concept_filter"):
+            catalog.read_table("concept_filter")
+        with pytest.raises(catalog.UndeclaredAccess, match="writes 'swow_instances'"):
+            catalog.write_table(pd.DataFrame(), "swow_instances")
+    assert len(catalog.read_table("concept_filter")) == 1  # outside a stage run: no check
+
+
+def test_a_stage_run_out_of_order_names_the_stage_to_run_first(in_tmp):
+    with pytest.raises(catalog.MissingInput, match=r"dvc repro select_instances"):
+        run_stage("export", ROOT / "params.yaml")
+    assert not (in_tmp / "data/export").exists()
+
+
+def test_dvc_yaml_outputs_never_overlap_and_caches_persist():
+    for s in STAGES:
+        entry = dvc_stage(s)
+        outs = [o if isinstance(o, str) else next(iter(o)) for o in entry["outs"]]
+        for a in outs:
+            assert not any(a != b and Path(a).is_relative_to(b) for b in outs), (s.name, a)
+    ocr = dvc_stage(next(s for s in STAGES if s.name == "ocr_filter"))
+    assert {"data/cache/ocr_detections.parquet": {"persist": True}} in ocr["outs"]  # pushed with dvc push
+    select = dvc_stage(next(s for s in STAGES if s.name == "select_instances"))
+    assert {"data/ledger/benchmark_ids.parquet": {"persist": True, "cache": False}} in select["outs"]  # in git
+    assert "stages/_progress.py" in code_deps(next(s for s in STAGES if s.name == "ocr_filter"))
+
+
+# --------------------------------------------------------------------------------------------- params
+def test_params_yaml_equals_the_typed_defaults():
+    assert load_params(ROOT / "params.yaml") == Params()
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "expect"),
+    [
+        ("select", "min_solver_jacard", 0.8, "did you mean select.min_solver_jaccard"),
+        ("ocr", "match_treshold", 80, "did you mean ocr.match_threshold"),
+        ("ocr", "match_threshold", 0.8, "looks like a fraction: write 80"),
+        ("select", "min_solver_jaccard", 80, "looks like a percent: write 0.8"),
+        ("ocr", "min_confidence", 30, "looks like a percent: write 0.3"),
+        ("select", "min_solvers", 0, "greater than or equal to 1"),
+        ("select", "min_solvers", 2.5, "valid integer"),
+        ("crawl", "source", "google", "use bing"),
+        ("instances", "game_sets", {7: 1}, "among (5, 6, 10, 12)"),
+        ("ingest", "lowercase", "yes", "valid boolean"),
+    ],
+)
+def test_bad_params_are_refused_naming_the_key(section, key, value, expect):
+    with pytest.raises(ParamsError) as e:
+        parse_params({section: {key: value}})
+    assert expect in str(e.value) and f"{section}.{key}" in str(e.value)
+    assert len(str(e.value).splitlines()) <= 3
+
+
+def test_nested_unknown_keys_and_sections_are_refused():
+    with pytest.raises(ParamsError, match=r"crawl\.per_host\.delay_s"):
+        parse_params({"crawl": {"per_host": {"delay": 1}}})
+    with pytest.raises(ParamsError, match="did you mean select"):
+        parse_params({"selct": {}})
+    with pytest.raises(ParamsError, match=r"evaluate\.models\.0.*set 'pretrained'"):
+        parse_params({"evaluate": {"models": [{"name": "m", "kind": "open_clip", "model": "RN50"}]}})
+
+
+def test_runtime_knobs_are_not_stage_params():
+    params = {k for s in STAGES for k in s.param_keys}
+    knobs = ["crawl.threads", "crawl.partition_size", "crawl.per_host", "ocr.batch_size", "ocr.partition_size"]
+    knobs += ["score.batch_size", "score.threads", "score.loader_workers", "score.partition_size"]
+    for knob in knobs:
+        assert knob not in params
+    assert {"ocr.match_threshold", "select.min_solver_jaccard", "score.model"} <= params
+    evaluate = next(s for s in STAGES if s.name == "evaluate")
+    assert not any(k.startswith("prefect") for k in params) and "score.partition_size" not in evaluate.param_keys
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def _gavil(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    gavil = Path(sys.executable).parent / "gavil"
+    return subprocess.run(
+        [str(gavil), *args], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+@pytest.mark.slow
+def test_cli_mistakes_print_a_few_lines_with_the_fix_and_no_traceback(tmp_path):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["select"]["min_solver_jacard"] = params["select"].pop("min_solver_jaccard")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    cases = {
+        ("stage", "select_instances"): "did you mean select.min_solver_jaccard",
+        ("stage", "selct_instances"): "unknown stage 'selct_instances'",
+    }
+    for args, expect in cases.items():
+        out = _gavil(list(args), tmp_path)
+        assert out.returncode == 2 and expect in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 4, out.stderr
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    out = _gavil(["stage", "export"], tmp_path)
+    assert out.returncode == 2 and "run `dvc repro select_instances`" in out.stderr and "Traceback" not in out.stderr
+    debug = _gavil(["--debug", "stage", "export"], tmp_path)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+    assert "Traceback" in _gavil(["stage", "export"], tmp_path, GAVIL_DEBUG="1").stderr

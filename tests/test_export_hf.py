@@ -1,0 +1,288 @@
+"""The export's Hugging Face folder as a user of the ecosystem meets it: ``datasets.load_dataset``
+on the folder (offline) gives split ``test`` with the published ``nlphuji/winogavil`` fields and
+types, and a zero-shot loop that reads exactly what DataComp's ``eval_utils/wino_eval.py`` reads
+(``candidate_images``, ``cue``, ``candidates``, ``associations`` of split ``test``) runs on it.
+
+The folder is built by the real ``export`` stage (``run_stage``) from a small hand-made
+selection whose candidates are real sample photos (``data/sample/images``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from PIL import Image
+
+from stages import catalog
+from stages.pipeline import run_stage
+from tests.helpers import IMAGES, ROOT
+
+datasets = pytest.importorskip("datasets", reason="the `test` extra installs datasets (pip install -e '.[test]')")
+
+#: concepts whose sample photo the synthetic OCR table accepts
+WITH_IMAGE = ["astronaut", "brick", "camera", "cat", "clock", "coffee", "coin", "flower", "grass", "horse", "moon"]
+WITH_IMAGE += ["rocket", "star", "stone"]
+# (candidates, cue, associations, dataset, status): the game rows below "selected" with every image go to the folder
+INSTANCES = [
+    (["cat", "moon", "rocket", "coffee", "brick"], "space", ["moon", "rocket"], "game", "selected"),
+    (["horse", "grass", "cat", "coin", "clock", "star"], "farm", ["horse", "grass"], "game", "selected"),
+    (WITH_IMAGE[:10], "time", ["clock", "coin", "camera"], "game", "selected"),
+    (WITH_IMAGE[:12], "night", ["moon", "star"], "game", "selected"),
+    (["cat", "moon", "logo", "coffee", "brick"], "brand", ["logo", "cat"], "game", "selected"),  # logo: no image
+    (["cat", "moon", "text", "coffee", "brick", "star"], "word", ["text", "cat"], "game", "selected"),  # rejected
+    (["cat", "moon", "rocket", "coffee", "brick"], "gray", ["moon", "brick"], "game", "below_threshold"),
+    (["cat", "moon", "rocket", "coffee", "brick"], "sky", ["moon", "rocket"], "swow_baseline", "selected"),
+]
+
+
+def _selection() -> pd.DataFrame:
+    rows, next_id = [], {"game": 0, "swow_baseline": 0}
+    for i, (cands, cue, assoc, dataset, status) in enumerate(INSTANCES):
+        selected = status == "selected"
+        rows.append(
+            {
+                "instance_uid": f"raw:{i}",
+                "origin": "raw",
+                "dataset": dataset,
+                "split": "swow" if dataset == "swow_baseline" else ("game_5_6" if len(cands) <= 6 else "game_10_12"),
+                "split_id": i,
+                "cue": cue,
+                "candidates": cands,
+                "associations": assoc,
+                "num_associations": len(assoc),
+                "num_candidates": len(cands),
+                "score_fool_the_ai": None if i == 1 else 50,  # raw rows may lack a rival score
+                "annotation_index": None,
+                "images_source": "random",
+                "cue_weight": None,
+                "associations_mean_weight": None,
+                "candidates_connectivity_score": None,
+                "spymaster": "h_spy",
+                "solver_jaccards": [1.0, 1.0, 0.5],
+                "n_solvers": 3,
+                "solvers_jaccard_mean": 0.83 if selected else 0.5,
+                "solvers_jaccard_std": 0.24,
+                "solvers_agreement": 0.5,
+                "status": status,
+                "reason": None if selected else "below 0.8",
+                "ID": next_id[dataset] if selected else None,
+            }
+        )
+        next_id[dataset] += selected
+    df = pd.DataFrame(rows)
+    for col in ("score_fool_the_ai", "annotation_index", "n_solvers", "ID"):
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+def _ocr(project: Path) -> pd.DataFrame:
+    rows = []
+    for src in sorted(IMAGES.glob("*.*")):
+        concept = src.stem
+        if concept not in WITH_IMAGE + ["text"] or src.suffix == ".md":
+            continue
+        sha = hashlib.sha256(src.read_bytes()).hexdigest()
+        rel = f"data/images/{sha[:2]}/{sha}{src.suffix}"
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, project / rel)
+        accepted = concept != "text"
+        rows.append(
+            {
+                "concept": concept,
+                "sha256": sha,
+                "path": rel,
+                "source_url": str(src),
+                "rank": 1,
+                "candidates_read": 1,
+                "status": "accepted" if accepted else "rejected_text",
+                "reason": None if accepted else "#1: OCR read 'text'",
+                "ocr_text": "" if accepted else "text",
+                "ocr_confidence": None,
+                "match_token": None if accepted else "text",
+                "match_score": None if accepted else 100.0,
+            }
+        )
+    rows.append(
+        {"concept": "logo", "status": "no_image", "reason": "crawl status no_results: none", "candidates_read": 0}
+    )
+    df = pd.DataFrame(rows)
+    for col in ("rank", "candidates_read"):
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+def _build(project: Path, copy_images: bool = True) -> dict:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["export"]["copy_images"] = copy_images
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    catalog.write_table(_selection(), "selection", project)
+    catalog.write_table(_ocr(project), "ocr", project)
+    return run_stage("export", project / "params.yaml")
+
+
+@pytest.fixture
+def built(in_tmp: Path) -> tuple[Path, dict]:
+    return in_tmp, _build(in_tmp)
+
+
+def _front_matter(card: str) -> dict:
+    m = re.match(r"---\n(.*?)\n---\n", card, re.S)
+    assert m, "the card starts with YAML front matter"
+    return yaml.safe_load(m.group(1))
+
+
+def _expected_features():
+    from datasets import Features, List, Value
+    from datasets import Image as HFImage
+
+    return Features(
+        {
+            "candidates": List(Value("string")),
+            "cue": Value("string"),
+            "associations": List(Value("string")),
+            "score_fool_the_ai": Value("int64"),
+            "num_associations": Value("int64"),
+            "num_candidates": Value("int64"),
+            "solvers_jaccard_mean": Value("float64"),
+            "solvers_jaccard_std": Value("float64"),
+            "ID": Value("int64"),
+            "candidate_images": List(HFImage()),
+        }
+    )
+
+
+def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(built, tmp_path):
+    project, metrics = built
+    folder = project / "data/export/dataset"
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "test.parquet"]
+    loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))
+    assert list(loaded) == ["test"]
+    ds = loaded["test"]
+    assert ds.features == _expected_features()
+    assert ds["ID"] == [0, 1, 2, 3] and ds["cue"] == ["space", "farm", "time", "night"]
+    assert ds["score_fool_the_ai"] == [50, None, 50, 50]
+    assert ds["num_candidates"] == [5, 6, 10, 12] and ds["solvers_jaccard_mean"] == [0.83] * 4
+    assert metrics["instances"] == 6 and metrics["dataset_instances"] == 4 and metrics["dataset_left_out"] == 2
+    assert metrics["dataset_images"] == 13
+
+    card = (folder / "README.md").read_text()
+    meta = _front_matter(card)
+    assert meta["license"] == "cc-by-4.0"
+    assert meta["configs"] == [{"config_name": "default", "data_files": [{"split": "test", "path": "test.parquet"}]}]
+    assert meta["dataset_info"]["features"] == _expected_features()._to_yaml_list()  # what datasets itself writes
+    assert [(s["name"], s["num_examples"]) for s in meta["dataset_info"]["splits"]] == [("test", 4)]
+    assert "Left out: 2 instances" in card and "4 of the 6 instances" in card
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", card), "no dates in a DVC-hashed output"
+
+
+class WinoGAViLSplit:
+    """What DataComp's ``WinoDataset.__getitem__`` returns, written anew: (transformed
+    candidate images, transformed cue, which candidates are associations)."""
+
+    def __init__(self, hf_dataset, transform, text_transform):
+        self._dataset, self.transform, self.text_transform = hf_dataset, transform, text_transform
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def __getitem__(self, index: int):
+        example = self._dataset[index]
+        return (
+            self.transform(example["candidate_images"]),
+            self.text_transform(example["cue"]),
+            np.isin(example["candidates"], example["associations"]),
+        )
+
+
+def test_a_datacomp_style_zero_shot_loop_runs_on_the_folder(built, tmp_path):
+    """DataComp's evaluator: load split ``test``, for each instance stack one preprocessed image
+    per candidate, score them against the cue, take the top-K, Jaccard with the associations."""
+    import torch
+    from sklearn.metrics import jaccard_score
+
+    project, _ = built
+    ds = datasets.load_dataset(str(project / "data/export/dataset"), split="test", cache_dir=str(tmp_path / "c"))
+    originals = {p.stem: Image.open(p).size for p in IMAGES.glob("*.*") if p.suffix != ".md"}
+    seen: list[tuple[int, list[tuple[int, int]]]] = []
+
+    def transform(imgs):
+        sizes = [im.size for im in imgs]
+        seen.append((len(imgs), sizes))
+        return torch.stack(
+            [torch.from_numpy(np.asarray(im.convert("RGB").resize((32, 32)), dtype=np.float32)) for im in imgs]
+        )
+
+    def text_transform(cue: str) -> torch.Tensor:  # a stand-in "text encoder": a fixed vector per cue
+        g = torch.Generator().manual_seed(sum(map(ord, cue)))
+        return torch.rand(1, 3, generator=g)
+
+    loader = torch.utils.data.DataLoader(
+        WinoGAViLSplit(ds, transform, text_transform), batch_size=1, shuffle=False, collate_fn=lambda b: b[0]
+    )
+    scores, groups = [], []
+    for images, text, y_true in loader:
+        n_images, n_assoc = len(images), int(y_true.sum())
+        image_features = images.mean(dim=(1, 2))  # a stand-in "image encoder": mean colour, (N, 3)
+        logits = (text @ image_features.T).squeeze(0).numpy()
+        topk = np.argsort(logits)[-n_assoc:]
+        y_pred = np.isin(np.arange(n_images), topk)
+        scores.append(jaccard_score(y_true, y_pred))
+        groups.append(n_images)
+    assert groups == [5, 6, 10, 12] and all(0 <= s <= 1 for s in scores)
+    for (count, sizes), cands in zip(seen, ds["candidates"]):
+        assert count == len(cands) and sizes == [originals[c] for c in cands]  # each candidate's own photo
+
+
+def test_images_are_the_files_bytes_once_per_row_group_and_rebuilds_are_identical(built):
+    import pyarrow.parquet as pq
+
+    project, _ = built
+    folder = project / "data/export/dataset"
+    table = pq.read_table(folder / "test.parquet")
+    first = table.column("candidate_images")[0].as_py()
+    assert [c["path"] for c in first] == ["cat.png", "moon.png", "rocket.jpg", "coffee.png", "brick.png"]
+    assert first[0]["bytes"] == (IMAGES / "cat.png").read_bytes()
+    raw = sum(len(c["bytes"]) for row in table.column("candidate_images").to_pylist() for c in row)
+    assert (folder / "test.parquet").stat().st_size < raw / 2  # dictionary-encoded: each image stored once
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    _build(project)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    q = catalog.read_table("benchmark_dataset", project)  # the catalog view of the same table
+    assert len(q) == 4 and len(q["candidate_images"][3]) == 12
+
+
+def test_without_copy_images_the_cells_name_the_project_files(in_tmp, tmp_path_factory, monkeypatch):
+    metrics = _build(in_tmp, copy_images=False)
+    assert metrics["dataset_instances"] == 4
+    monkeypatch.chdir(in_tmp)  # the paths are relative to the project root
+    ds = datasets.load_dataset("data/export/dataset", split="test", cache_dir=str(tmp_path_factory.mktemp("c")))
+    first = ds[0]["candidate_images"]
+    assert [im.size for im in first] == [Image.open(next(IMAGES.glob(f"{c}.*"))).size for c in ds[0]["candidates"]]
+    card = (in_tmp / "data/export/dataset/README.md").read_text()
+    assert "not embedded" in card
+
+
+def test_no_instance_with_every_image_gives_an_empty_counted_folder(in_tmp):
+    sel = _selection()
+    sel["candidates"] = [[*c[:-1], "logo"] for c in sel["candidates"]]  # logo has no image
+    sel["associations"] = [[c[0], c[1]] for c in sel["candidates"]]
+    sel["num_associations"] = 2
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    (in_tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    catalog.write_table(sel, "selection")
+    catalog.write_table(_ocr(in_tmp), "ocr")
+    metrics = run_stage("export", "params.yaml")
+    assert metrics["dataset_instances"] == 0 and metrics["dataset_left_out"] == 6
+    folder = in_tmp / "data/export/dataset"
+    assert len(pd.read_parquet(folder / "test.parquet")) == 0
+    meta = _front_matter((folder / "README.md").read_text())
+    assert meta["dataset_info"]["splits"][0]["num_examples"] == 0
+    assert json.loads((in_tmp / "data/metrics/export.json").read_text())["instances"] == 6
