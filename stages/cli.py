@@ -154,6 +154,51 @@ def report(out: str = "data/report/index.html") -> None:
     typer.echo(f"wrote {write_report('.', out)}")
 
 
+game_app = typer.Typer(help='The collection game (README "Collecting annotations").', invoke_without_command=True)
+app.add_typer(game_app, name="game")
+
+
+@game_app.callback()
+def game(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="default: game.host (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="default: game.port")] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Serve the spymaster/solver game; players join with the code in $GAVIL_GAME_JOIN_CODE."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from stages._game import build_game
+    from stages._game.web import create_app
+    from stages.config import load_params
+
+    p = load_params(params)
+    g, images = build_game(p)
+    bind, at = host or p.game.host, p.game.port if port is None else port
+    typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
+    typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
+    uvicorn.run(create_app(g, images), host=bind, port=at, log_level="warning")
+
+
+@game_app.command("hits")
+def game_hits(
+    out: Annotated[str, typer.Option(help="folder for the task CSVs and HTML templates")] = "data/hits",
+    image_url: Annotated[str, typer.Option(help="URL prefix the crowd platform loads images from")] = "",
+    creations: Annotated[
+        str | None, typer.Option(help="a creation batch-results CSV: also write solve tasks for its cues")
+    ] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Write crowd-platform creation (and solve) task CSVs + HTML templates the import reads back."""
+    from stages._game.hits import write_hits
+    from stages.config import load_params
+
+    for f in write_hits(load_params(params), Path(out), image_url, Path(creations) if creations else None):
+        typer.echo(f"wrote {f}")
+
+
 @app.command("tables")
 def tables() -> None:
     """List the views `gavil query` sees and their files."""

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from stages._config_base import Fraction, NonNegInt, Percent, PosInt, Seconds, Section, _runtime
+from stages._config_game import BonusTier, GameParams
 from stages._config_sections import (
     AnnotationsParams,
     BingParams,
@@ -54,12 +55,14 @@ from stages.errors import ParamsError
 __all__ = [
     "AnnotationsParams",
     "BingParams",
+    "BonusTier",
     "CrawlParams",
     "CrowdParams",
     "DeploymentParams",
     "EvaluateParams",
     "ExportParams",
     "Fraction",
+    "GameParams",
     "GreedyParams",
     "IngestParams",
     "InstancesParams",
@@ -101,6 +104,7 @@ class Params(Section):
     export: ExportParams = ExportParams()
     evaluate: EvaluateParams = EvaluateParams()
     prefect: PrefectParams = PrefectParams()
+    game: GameParams = GameParams()
 
     def replace(self, **sections: Mapping[str, Any]) -> Params:
         """A copy with some sections' keys changed (validated), e.g. ``replace(select={"min_solvers": 2})``."""

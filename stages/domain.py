@@ -71,3 +71,17 @@ def normalize_name(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a name must be a string, got {type(name).__name__}")
     return unicodedata.normalize("NFC", name).strip().casefold()
+
+
+def clean_cue(cue: object) -> str:
+    """A spymaster's cue in its one stored form (NFC, trimmed), or ValueError saying why not.
+
+    The rule the annotation import and the game both apply (paper §2: a single word): a string
+    that is one whitespace-free token longer than one character.
+    """
+    if not isinstance(cue, str):
+        raise ValueError(f"cue {cue!r} is not a string")
+    c = unicodedata.normalize("NFC", cue).strip()
+    if len(c.split()) != 1 or len(c) < 2:
+        raise ValueError(f"cue {c!r} must be a single token longer than one character")
+    return c

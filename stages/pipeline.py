@@ -98,8 +98,9 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "import_annotations",
         writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
-        params=("annotations", "profanity"),
-        external=("${annotations.release_dir}", "${annotations.raw_dir}"),
+        params=("annotations", "profanity", "game.store_dir"),
+        # the game's store folder: new game data re-runs the import (README "Collecting annotations")
+        external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
     StageSpec(
         "select_instances",

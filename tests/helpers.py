@@ -33,8 +33,51 @@ def mini_project(dest: Path, images: list[str]) -> Path:
     shutil.copytree(RELEASE, dest / "data/sample/winogavil")
     (dest / "data/sample/raw").mkdir(parents=True)
     (dest / "data/sample/raw/README.md").write_text("batches go here\n")
+    (dest / "data/game").mkdir(parents=True)
+    (dest / "data/game/README.md").write_text("the game's store goes here\n")
     (dest / "data/sample/images").mkdir(parents=True)
     for name in images:
         src = next(IMAGES.glob(f"{name}.*"))
         shutil.copy(src, dest / "data/sample/images" / src.name)
+    return dest
+
+
+GAME_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page", "clock", "coin"]
+
+
+def game_project(dest: Path, images: list[str] = GAME_IMAGES) -> Path:
+    """A project root with what ``gavil game`` reads, written directly (no pipeline run): the
+    sample ``images`` in the content-addressed store, an ``ocr`` table accepting each, and
+    ``candidate_sets`` of 5 (first five), 6 (last six) and 10 (first ten) candidates."""
+    import hashlib
+
+    import pandas as pd
+
+    from stages import catalog
+
+    rows = []
+    for name in images:
+        src = next(IMAGES.glob(f"{name}.*"))
+        sha = hashlib.sha256(src.read_bytes()).hexdigest()
+        rel = Path("data/images") / sha[:2] / f"{sha}{src.suffix}"
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dest / rel)
+        rows.append({"concept": name, "sha256": sha, "path": rel.as_posix(), "source_url": None, "rank": 1})
+    ocr = pd.DataFrame(rows).assign(candidates_read=1, status="accepted", reason=None, ocr_text=None)
+    ocr = ocr.assign(ocr_confidence=None, match_token=None, match_score=None)
+    for col in ("rank", "candidates_read"):
+        ocr[col] = ocr[col].astype("Int64")
+    for col in ("ocr_confidence", "match_score"):
+        ocr[col] = ocr[col].astype(float)
+    catalog.write_table(ocr, "ocr", dest)
+    sets = [("random-5-0000", images[:5]), ("random-6-0000", images[-6:]), ("random-10-0000", images[:10])]
+    cs = pd.DataFrame(
+        {
+            "set_id": [s for s, _ in sets],
+            "num_candidates": [len(c) for _, c in sets],
+            "candidates": [c for _, c in sets],
+        }
+    ).assign(images_source="random")
+    catalog.write_table(cs, "candidate_sets", dest)
+    (dest / "data/game").mkdir(parents=True, exist_ok=True)
     return dest

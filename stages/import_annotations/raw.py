@@ -7,14 +7,13 @@ here also serve the crowd-platform CSVs (:mod:`stages.import_annotations.crowd`)
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from schemas.raw import RawCreation, RawSolve, required_columns
 from stages._privacy import hash_annotator
-from stages.domain import normalize_name
+from stages.domain import clean_cue, normalize_name
 from stages.import_annotations.records import (
     ImportState,
     Records,
@@ -39,12 +38,10 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
     uid = f"raw:{iid}"
     if uid in state.by_uid:
         raise RowError(f"duplicate instance_id {iid!r}")
-    cue = rec.get("cue")
-    if not isinstance(cue, str):
-        raise RowError(f"cue {cue!r} is not a string")
-    cue = unicodedata.normalize("NFC", cue).strip()
-    if len(cue.split()) != 1 or len(cue) < 2:
-        raise RowError(f"cue {cue!r} must be a single token longer than one character")
+    try:
+        cue = clean_cue(rec.get("cue"))
+    except ValueError as e:
+        raise RowError(str(e)) from None
     cands = parse_list(rec["candidates"], "candidates", normalize=True)
     assoc = parse_list(rec["associations"], "associations", normalize=True)
     _check_instance_shape(cands, assoc)

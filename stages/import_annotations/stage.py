@@ -16,12 +16,14 @@ import pandas as pd
 
 from schemas.annotations import AnnotationRejects, Instances, Solves
 from stages import catalog
+from stages._game_store import store_file
 from stages._io import atomic_path
 from stages._privacy import annotator_key, key_fingerprint
 from stages._profanity import ProfanityFilter
 from stages.domain import normalize_name
 from stages.errors import GavilError, MissingInput
 from stages.import_annotations.crowd import import_crowd
+from stages.import_annotations.game import import_game_creations, import_game_solves, read_game
 from stages.import_annotations.raw import import_creations, import_solves
 from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
@@ -51,6 +53,7 @@ def import_all(
     crowd: dict[str, Any] | None = None,
     flag_cue: Callable[[str], str | None] | None = None,
     identity_columns: Iterable[str] = (),
+    game_store: Path | None = None,
 ) -> ImportResult:
     """Import released files, then raw batches in name order (pure apart from reading inputs).
 
@@ -64,6 +67,8 @@ def import_all(
         flag_cue: returns why a cue is inappropriate (profanity) or None; raw cues only.
         identity_columns: columns holding a person's id (``annotations.identity_columns``),
             hashed wherever they appear (rejects included), besides :data:`BASE_ID_COLUMNS`.
+        game_store: the collection game's SQLite store (``game.sqlite``; a missing file is no
+            data): its creations after every batch's, its solves after every batch's.
 
     Raises:
         MissingInput: a listed release file does not exist.
@@ -95,6 +100,8 @@ def import_all(
         cc = batch / crowd_files.get("creations_file", "") if crowd_files else None
         if cc and cc.is_file() and state.first_time(cc):
             import_crowd(cc, "creation", crowd_files, state)
+    game_creations, game_solves = read_game(game_store) if game_store else ([], [])
+    untrained = import_game_creations(game_store, game_creations, state) if game_store and game_creations else 0
     for batch in batches:
         for solves in _find(batch, "solves"):
             if state.first_time(solves):
@@ -102,6 +109,8 @@ def import_all(
         cs = batch / crowd_files.get("solves_file", "") if crowd_files else None
         if cs and cs.is_file() and state.first_time(cs):
             import_crowd(cs, "solve", crowd_files, state)
+    if game_store and game_solves:
+        import_game_solves(game_store, game_solves, state)
     inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
     for col in ("release_id", "score_fool_the_ai", "annotation_index"):
         inst[col] = inst[col].astype("Int64")
@@ -131,6 +140,11 @@ def import_all(
         "skipped_duplicate_files": state.skipped_files,
         "batches": [b.name for b in batches],
         "ignored_files": ignored,
+        "game": {
+            "creations": len(game_creations),
+            "solves": len(game_solves),
+            "untrained_scores_imported_as_null": untrained,
+        },
     }
     return ImportResult(inst, sol, rej, metrics)
 
@@ -187,6 +201,7 @@ def run(params: Params) -> dict[str, Any]:
         p.crowd.model_dump(),
         ProfanityFilter(prof.extra_words, prof.allow_words).reason,
         p.identity_columns,
+        store_file(params.game.store_dir),
     )
     if res.metrics["ignored_files"]:
         shown = ", ".join(res.metrics["ignored_files"][:5])

@@ -1,0 +1,53 @@
+"""The ``game`` params section: the collection game (``gavil game``, README "Collecting annotations").
+
+Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the store in it, and
+``dvc.yaml`` depends on the folder); every other key is a runtime knob of the game server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from stages._config_base import PosInt, Section, _runtime
+
+
+class BonusTier(Section):
+    """A bonus for an association whose fool-the-AI score is at least ``min_fool`` (0-100)."""
+
+    min_fool: Annotated[int, Field(ge=0, le=100)]
+    amount: Annotated[float, Field(ge=0)]
+
+
+class GameParams(Section):
+    # the folder of the game's SQLite store (game.sqlite, with its WAL files): a DVC dependency of
+    # import_annotations, so `dvc repro` folds new game data in
+    store_dir: str = "data/game"
+    host: str = _runtime("127.0.0.1")
+    port: Annotated[int, Field(ge=0, le=65535)] = _runtime(8765)
+    join_code_env: str = _runtime("GAVIL_GAME_JOIN_CODE")  # players join with this code
+    admin_token_env: str = _runtime("GAVIL_GAME_ADMIN_TOKEN")  # pause, export, raw submissions
+    # the rival model is the score section's; true: random weights (labelled untrained everywhere)
+    rival_random_weights: bool = _runtime(False)
+    submissions_per_minute: PosInt = _runtime(30)  # per session; more are refused (HTTP 429)
+    # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
+    # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
+    bonus_min_solvable: Annotated[float, Field(ge=0, le=1)] = _runtime(0.8)
+    bonus_unit: str = _runtime("points")
+    bonus_tiers: list[BonusTier] = _runtime(
+        [
+            BonusTier(min_fool=50, amount=1),
+            BonusTier(min_fool=60, amount=2),
+            BonusTier(min_fool=67, amount=3),
+            BonusTier(min_fool=80, amount=4),
+        ]
+    )
+
+    @field_validator("bonus_tiers")
+    @classmethod
+    def _ascending(cls, v: list[BonusTier]) -> list[BonusTier]:
+        lows = [t.min_fool for t in v]
+        if lows != sorted(set(lows)):
+            raise ValueError("tiers must be in ascending, distinct min_fool order")
+        return v

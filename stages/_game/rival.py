@@ -1,0 +1,95 @@
+"""The rival model the spymaster plays against: the ``score`` section's open_clip model with
+every game image embedded once at start-up (the pipeline's embedding cache is read first), so a
+prediction is one text embedding ("A/An cue", :func:`stages.winogavil.prompt_for_cue`) and a dot
+product. Without weights the rival is *absent* (``no_weights``: the game says so, fool-the-AI is
+null); random weights only with ``game.rival_random_weights: true`` (``untrained`` everywhere).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stages._embeddings import Cache
+from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from stages.config import Params
+from stages.errors import ParamsError
+from stages.winogavil import fool_the_ai_score, prompt_for_cue
+
+STATUSES = ("ok", "untrained", "no_weights")
+
+
+@dataclass
+class Rival:
+    """``status``: ``ok``, ``untrained`` or ``no_weights``; ``message`` says what players see."""
+
+    status: str
+    message: str
+    label: str = ""  # e.g. "RN50 / openai"
+    model: LoadedModel | None = None
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # image sha256 -> unit vector
+    _text: dict[str, np.ndarray] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def predict(self, cue: str, candidate_shas: Sequence[str], k: int) -> list[int] | None:
+        """The K candidate positions the model picks (rank order; ties keep candidate order), or
+        None when there is no model. Cost: one text embedding (memoised per prompt) + N dot products."""
+        if self.model is None:
+            return None
+        prompt = prompt_for_cue(cue)
+        with self._lock:  # one forward pass at a time (torch uses its own threads inside)
+            q = self._text.get(prompt)
+            if q is None:
+                q = self.model.embed_texts([prompt])[0]
+                if len(self._text) < 10_000:
+                    self._text[prompt] = q
+        mat = np.stack([self.vectors[s] for s in candidate_shas])
+        order = np.argsort(-(mat @ q), kind="stable")
+        return [int(i) for i in order[:k]]
+
+    def score(self, picks: Sequence[str] | None, associations: Sequence[str]) -> int | None:
+        """Fool-the-AI (100 - truncated Jaccard x 100) of the picks, None without a model."""
+        return None if picks is None else fool_the_ai_score(picks, associations)
+
+
+def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[str | Path] = ()) -> Rival:
+    """Load the rival for ``images`` (sha256 -> file path).
+
+    Args:
+        cache_paths: embedding caches to read first (the ``embeddings`` table of score_candidates).
+
+    Never raises for missing weights: returns a ``no_weights`` rival whose message says how to
+    provide them. Raises ParamsError for an unknown architecture or a missing weights file.
+    """
+    s, g = params.score, params.game
+    random = g.rival_random_weights
+    spec = ModelSpec(
+        "rival", "open_clip", s.model, None if random else s.pretrained, None if random else s.weights_path
+    )
+    try:
+        model = load_model(spec, RuntimeOptions.from_params(s))
+    except WeightsUnavailable as e:
+        return Rival(
+            "no_weights",
+            f"No rival model: the {s.model} weights are not available, so no fool-the-AI score is recorded. {e}",
+        )
+    except ParamsError:
+        raise
+    cache = Cache([p for p in cache_paths], None)
+    assert model.embed_images is not None
+    vecs = cache.ensure((s.model, model.weights_id, "image"), dict(images), model.embed_images) if images else {}
+    label = f"{s.model} / {model.weights_id}"
+    if model.untrained:
+        return Rival(
+            "untrained",
+            f"The rival is UNTRAINED: {s.model} with random weights (game.rival_random_weights), "
+            "so its fool-the-AI scores are labelled untrained and never enter the benchmark.",
+            label + " (untrained)",
+            model,
+            vecs,
+        )
+    return Rival("ok", f"The rival model is {label}.", label, model, vecs)

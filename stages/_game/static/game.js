@@ -1,0 +1,170 @@
+"use strict";
+// Every text from the server is set with textContent: nothing is ever parsed as HTML.
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem("gavil-token");
+const state = { createTask: null, solveTask: null, sel: new Set(), status: null };
+
+async function api(method, path, body) {
+  const opt = { method, headers: { "Content-Type": "application/json" } };
+  if (token) opt.headers.Authorization = "Bearer " + token;
+  if (body !== undefined) opt.body = JSON.stringify(body);
+  const r = await fetch(path, opt);
+  const data = await r.json().catch(() => ({ error: "unexpected answer from the server" }));
+  if (!r.ok) throw new Error(data.error || "HTTP " + r.status);
+  return data;
+}
+
+function say(text) { $("msg").textContent = text || ""; }
+function show(id) { for (const p of document.querySelectorAll(".panel")) p.hidden = p.id !== id; say(""); }
+
+function grid(el, images, max) {
+  el.replaceChildren();
+  state.sel = new Set();
+  images.forEach((sha, i) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "tile";
+    b.dataset.pos = String(i);
+    const img = document.createElement("img");
+    img.src = "/img/" + sha;
+    img.alt = "image " + (i + 1);
+    b.appendChild(img);
+    b.addEventListener("click", () => {
+      if (state.sel.has(i)) state.sel.delete(i);
+      else if (state.sel.size < max) state.sel.add(i);
+      b.classList.toggle("selected", state.sel.has(i));
+    });
+    el.appendChild(b);
+  });
+}
+
+function mark(el, positions, cls) {
+  for (const b of el.children) if (positions.includes(Number(b.dataset.pos))) b.classList.add(cls);
+}
+
+async function loadStatus() {
+  const s = await api("GET", "/api/status");
+  state.status = s;
+  const banner = $("rival-status");
+  banner.textContent = (s.paused ? "The game is paused. " : "") + s.rival_message;
+  banner.classList.toggle("warn", s.rival_status !== "ok");
+}
+
+async function loadCreate() {
+  show("create");
+  $("create-result").textContent = "";
+  $("next-create").hidden = true;
+  $("submit-create").disabled = false;
+  $("cue").value = "";
+  const { task } = await api("GET", "/api/create");
+  state.createTask = task;
+  if (!task) { $("create-help").textContent = "No candidate set is left for you: try solving."; $("create-grid").replaceChildren(); return; }
+  const given = task.cues_given.length ? " Your first cue for these images: " + task.cues_given.join(", ") + " (give a different one)." : "";
+  $("create-help").textContent = "Cue " + (task.cues_given.length + 1) + " of 2: give a one-word cue and select " +
+    task.k_min + " to " + task.k_max + " images it relates to, so that other players find them but the AI does not." + given;
+  grid($("create-grid"), task.images, task.k_max);
+}
+
+async function submitCreate() {
+  const t = state.createTask;
+  if (!t) return;
+  try {
+    const r = await api("POST", "/api/create", { task_id: t.task_id, cue: $("cue").value, selection: [...state.sel] });
+    $("submit-create").disabled = true;
+    const out = $("create-result");
+    if (r.rival === null) {
+      out.textContent = "Saved “" + r.cue + "”. No rival model is loaded, so no fool-the-AI score was recorded.";
+    } else {
+      mark($("create-grid"), r.rival, "rival");
+      const label = r.rival_status === "untrained" ? " (UNTRAINED model: random weights)" : "";
+      out.textContent = "Saved “" + r.cue + "”. The AI picked images " + r.rival.map((i) => i + 1).join(", ") +
+        ". Fool-the-AI score" + label + ": " + r.score_fool_the_ai;
+    }
+    $("next-create").hidden = false;
+    $("next-create").textContent = r.cues_given < 2 ? "Give the second cue" : "Next images";
+  } catch (e) { say(e.message); }
+}
+
+async function loadSolve() {
+  show("solve");
+  $("solve-result").textContent = "";
+  $("next-solve").hidden = true;
+  $("submit-solve").disabled = false;
+  const { task } = await api("GET", "/api/solve");
+  state.solveTask = task;
+  if (!task) { $("solve-cue").textContent = "(nothing to solve right now)"; $("solve-k").textContent = "0"; $("solve-grid").replaceChildren(); return; }
+  $("solve-cue").textContent = task.cue;
+  $("solve-k").textContent = String(task.k);
+  grid($("solve-grid"), task.images, task.k);
+}
+
+async function submitSolve() {
+  const t = state.solveTask;
+  if (!t) return;
+  try {
+    const r = await api("POST", "/api/solve", { instance_id: t.instance_id, selection: [...state.sel] });
+    $("submit-solve").disabled = true;
+    mark($("solve-grid"), r.associations, "answer");
+    $("solve-result").textContent = "Your Jaccard score: " + Math.trunc(100 * r.jaccard) + "%";
+    $("next-solve").hidden = false;
+  } catch (e) { say(e.message); }
+}
+
+function table(el, rows) {
+  el.replaceChildren();
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    for (const cell of row) {
+      const td = document.createElement(row === rows[0] ? "th" : "td");
+      td.textContent = cell === null || cell === undefined ? "–" : String(cell);
+      tr.appendChild(td);
+    }
+    el.appendChild(tr);
+  }
+}
+
+async function loadScores() {
+  show("scores");
+  const me = await api("GET", "/api/me");
+  const unit = me.bonus_unit;
+  table($("dashboard"), [
+    ["associations created", "fool-the-AI", "solvable-by-humans %", "associations solved", "your mean Jaccard %", "bonus (" + unit + ")"],
+    [me.associations_created, me.fool_the_ai ?? (me.fool_the_ai_untrained !== null ? me.fool_the_ai_untrained + " (untrained)" : null),
+      me.solvable_by_humans, me.associations_solved, me.solver_jaccard, me.bonus],
+  ]);
+  const lb = await api("GET", "/api/leaderboard");
+  table($("leaderboard"), [["player", "created", "fool-the-AI", "solvable %", "solved", "bonus"],
+    ...lb.rows.map((r) => [r.name, r.associations_created, r.fool_the_ai, r.solvable_by_humans, r.associations_solved, r.bonus])]);
+}
+
+function joined(name) {
+  $("join").hidden = true;
+  $("nav").hidden = false;
+  $("whoami").textContent = "Playing as " + name;
+}
+
+async function join() {
+  try {
+    const r = await api("POST", "/api/join", { code: $("code").value, name: $("name").value });
+    token = r.token;
+    sessionStorage.setItem("gavil-token", token);
+    sessionStorage.setItem("gavil-name", r.name);
+    joined(r.name);
+    await loadCreate();
+  } catch (e) { say(e.message); }
+}
+
+function guard(fn) { return () => fn().catch((e) => say(e.message)); }
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("join-btn").addEventListener("click", join);
+  $("mode-create").addEventListener("click", guard(loadCreate));
+  $("mode-solve").addEventListener("click", guard(loadSolve));
+  $("mode-scores").addEventListener("click", guard(loadScores));
+  $("submit-create").addEventListener("click", submitCreate);
+  $("submit-solve").addEventListener("click", submitSolve);
+  $("next-create").addEventListener("click", guard(loadCreate));
+  $("next-solve").addEventListener("click", guard(loadSolve));
+  loadStatus().catch((e) => say(e.message));
+  if (token) { joined(sessionStorage.getItem("gavil-name") || ""); guard(loadCreate)(); }
+});
