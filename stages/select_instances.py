@@ -305,7 +305,8 @@ def distributions(selection: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     fa = selection.dropna(subset=["score_fool_the_ai"])
     fool = (
         fa.assign(
-            series=fa["dataset"] + " " + fa["num_candidates"].map(candidate_group),
+            # astype(str): with no scored instance (a game without rival weights) map() gives int64
+            series=fa["dataset"] + " " + fa["num_candidates"].map(candidate_group).astype(str),
             score_fool_the_ai=fa["score_fool_the_ai"].astype(int).astype(str),
         )
         .groupby(["series", "score_fool_the_ai"])
