@@ -181,10 +181,15 @@ def test_admin_actions_need_the_admin_token_and_show_hashed_ids_only(project):
     assert client.post("/api/admin/pause", json={"paused": False}, headers=admin).status_code == 200
     subs = client.get("/api/admin/submissions", headers=admin).json()
     assert [c["cue"] for c in subs["creations"]] == ["Space"] and subs["creations"][0]["spymaster"].startswith("a_")
+    exported = client.get("/api/admin/export", headers=admin).json()
+    assert client.get("/api/admin/export").status_code == 403
+    assert [(c["cue"], c["spymaster_id"]) for c in exported["creations"]] == [
+        ("Space", subs["creations"][0]["spymaster"])
+    ]
     raw_ids = {
         r[0] for r in sqlite3.connect(project / "data/game/game.sqlite").execute("SELECT player_id FROM players")
     }
-    assert not any(pid in json.dumps(subs) for pid in raw_ids)
+    assert not any(pid in json.dumps(subs) + json.dumps(exported) for pid in raw_ids)
 
 
 def test_submissions_are_rate_limited_per_session(project):

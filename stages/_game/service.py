@@ -30,7 +30,7 @@ from typing import Any
 
 from stages._config_game import GameParams
 from stages._game.rival import Rival
-from stages._game_store import connect, transaction
+from stages._game_store import connect, read_submissions, transaction
 from stages._privacy import hash_annotator
 from stages.domain import K_LIMITS, clean_cue, normalize_name
 from stages.winogavil import jaccard, solvable_by_humans
@@ -384,3 +384,18 @@ class Game:
             for r in self.db.execute("SELECT * FROM solves ORDER BY seq")
         ]
         return {"creations": creations, "solves": solves}
+
+    def export(self) -> dict[str, list[dict[str, Any]]]:
+        """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
+        :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
+        trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""
+        creations, solves = read_submissions(self.store)
+        h = lambda pid: hash_annotator(pid, self.key)  # noqa: E731
+        fields = ("instance_id", "task_id", "cue", "candidates", "associations", "score_fool_the_ai", "images_source")
+        return {
+            "creations": [{**{k: c[k] for k in fields}, "spymaster_id": h(c["spymaster_id"])} for c in creations],
+            "solves": [
+                {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
+                for r in solves
+            ],
+        }

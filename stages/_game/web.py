@@ -119,6 +119,10 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         game.check_admin(request.headers.get("x-admin-token"))
         return _json(await run(game.submissions))
 
+    async def admin_export(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        return _json(await run(game.export))
+
     async def on_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, GameError)
         return _json({"error": exc.message}, exc.status)
@@ -138,5 +142,6 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/img/{sha}", image),
         Route("/api/admin/pause", admin_pause, methods=["POST"]),
         Route("/api/admin/submissions", admin_submissions),
+        Route("/api/admin/export", admin_export),
     ]
     return Starlette(routes=routes, exception_handlers={GameError: on_error})

@@ -56,6 +56,8 @@ async function loadCreate() {
   $("next-create").hidden = true;
   $("submit-create").disabled = false;
   $("cue").value = "";
+  $("create-help").textContent = "";
+  $("create-grid").replaceChildren();
   const { task } = await api("GET", "/api/create");
   state.createTask = task;
   if (!task) { $("create-help").textContent = "No candidate set is left for you: try solving."; $("create-grid").replaceChildren(); return; }
@@ -90,6 +92,8 @@ async function loadSolve() {
   $("solve-result").textContent = "";
   $("next-solve").hidden = true;
   $("submit-solve").disabled = false;
+  $("solve-cue").textContent = "";
+  $("solve-grid").replaceChildren();
   const { task } = await api("GET", "/api/solve");
   state.solveTask = task;
   if (!task) { $("solve-cue").textContent = "(nothing to solve right now)"; $("solve-k").textContent = "0"; $("solve-grid").replaceChildren(); return; }

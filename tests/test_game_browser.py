@@ -1,0 +1,143 @@
+"""The game in a real browser: Playwright drives the system Chromium (Debian's ``chromium``; no
+browser download) against the real server (uvicorn on 127.0.0.1): a spymaster and three
+solvers, a self-solve refused, a hostile cue and display name shown as text, images on screen."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from stages._game import build_game
+from stages._game.rival import Rival
+from stages._game.web import create_app
+from stages.config import Params
+from tests.helpers import game_project
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HOSTILE_CUE = "<img/src=x/onerror=window.pwned=1>"
+HOSTILE_NAME = "<b>Bold</b>"
+
+sync_api = pytest.importorskip("playwright.sync_api")  # a test dependency ([test] extra)
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch) -> Iterator[str]:
+    monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
+    monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
+    root = game_project(tmp_path)
+    game, images = build_game(
+        Params(), root, Rival("no_weights", "No rival model: the RN50 weights are not available.")
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(create_app(game, images), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    while not srv.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    t.join(10)
+
+
+@pytest.fixture
+def browser():
+    assert Path(CHROMIUM).exists(), "install Chromium (Debian: apt-get install chromium)"
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def join(browser, base: str, name: str):
+    page = browser.new_context(viewport={"width": 1000, "height": 900}).new_page()
+    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
+    page.goto(base)
+    page.fill("#code", "letmein")
+    page.fill("#name", name)
+    page.click("#join-btn")
+    sync_api.expect(page.locator("#whoami")).to_have_text(f"Playing as {name}")
+    return page
+
+
+def pick(page, grid: str, positions: list[int]) -> None:
+    for i in positions:
+        page.click(f"{grid} .tile[data-pos='{i}']")
+
+
+ANSWERS = {"Space": [0, 1], HOSTILE_CUE: [1, 2]}
+
+
+def test_a_full_round_in_the_browser(server, browser, tmp_path):
+    expect = sync_api.expect
+    spy = join(browser, server, HOSTILE_NAME)
+    expect(spy.locator("#create-grid .tile")).to_have_count(5)
+    expect(spy.locator("#rival-status")).to_contain_text("No rival model")
+    pick(spy, "#create-grid", ANSWERS["Space"])
+    spy.fill("#cue", "Space")
+    spy.click("#submit-create")
+    expect(spy.locator("#create-result")).to_contain_text("no fool-the-AI score was recorded")
+    spy.wait_for_function(
+        "[...document.images].length === 5 && [...document.images].every(i => i.complete && i.naturalWidth > 0)"
+    )
+    shot = spy.screenshot(path=str(tmp_path / "spymaster.png"), full_page=True)
+    assert shot[:4] == b"\x89PNG" and len(shot) > 50_000  # the photographs are on screen, not blank tiles
+    spy.click("#next-create")
+    expect(spy.locator("#create-help")).to_contain_text("Cue 2 of 2")
+    pick(spy, "#create-grid", ANSWERS[HOSTILE_CUE])
+    spy.fill("#cue", HOSTILE_CUE)
+    spy.click("#submit-create")
+    expect(spy.locator("#create-result")).to_contain_text(HOSTILE_CUE)  # shown as text
+
+    # the page never serves one's own association (test_a_self_solve_is_refused forges one)
+    spy.click("#mode-solve")
+    expect(spy.locator("#solve-cue")).to_have_text("(nothing to solve right now)")
+    solvers = [join(browser, server, f"Solver {i}") for i in range(3)]
+    for s in solvers:
+        for _ in range(2):
+            s.click("#mode-solve")
+            cue = s.locator("#solve-cue")
+            expect(cue).not_to_have_text("")
+            text = cue.text_content()
+            assert text in ANSWERS
+            assert s.locator("#solve-cue img").count() == 0 and s.evaluate("window.pwned") is None
+            expect(s.locator("#solve-grid .tile")).to_have_count(5)
+            pick(s, "#solve-grid", ANSWERS[text])
+            s.click("#submit-solve")
+            expect(s.locator("#solve-result")).to_have_text("Your Jaccard score: 100%")
+    spy.click("#mode-scores")
+    expect(spy.locator("#dashboard")).to_contain_text("100")
+    expect(spy.locator("#leaderboard")).to_contain_text(HOSTILE_NAME)  # the name as text
+    assert spy.locator("#leaderboard b").count() == 0 and spy.evaluate("window.pwned") is None
+
+
+def test_a_self_solve_is_refused(server, browser):
+    expect = sync_api.expect
+    spy = join(browser, server, "Spy")
+    expect(spy.locator("#create-grid .tile")).to_have_count(5)
+    pick(spy, "#create-grid", [0, 1])
+    spy.fill("#cue", "Space")
+    spy.click("#submit-create")
+    expect(spy.locator("#create-result")).to_contain_text("Saved")
+    # the association's id, as another player would be served it, then answered by its spymaster
+    other = join(spy.context.browser, server, "Other")
+    other.click("#mode-solve")
+    expect(other.locator("#solve-cue")).to_have_text("Space")
+    iid = other.evaluate("state.solveTask.instance_id")
+    status = spy.evaluate(
+        """async (iid) => {
+            const r = await fetch('/api/solve', {method: 'POST', headers: {'Content-Type': 'application/json',
+                Authorization: 'Bearer ' + sessionStorage.getItem('gavil-token')}, body: JSON.stringify({instance_id: iid, selection: [0, 1]})});
+            return [r.status, (await r.json()).error];
+        }""",
+        iid,
+    )
+    assert status[0] == 403 and "other players solve it" in status[1]
