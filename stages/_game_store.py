@@ -86,7 +86,8 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
 
 @contextmanager
 def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception): one submission."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception): one submission; then a
+    FULL checkpoint (:func:`checkpoint`)."""
     con.execute("BEGIN IMMEDIATE")
     try:
         yield con
@@ -94,6 +95,20 @@ def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+    checkpoint(con)
+
+
+def checkpoint(con: sqlite3.Connection) -> None:
+    """Copy committed WAL frames into ``game.sqlite`` (``PRAGMA wal_checkpoint(FULL)``: waits for
+    readers of older snapshots, up to the busy timeout; a busy result is left to the next one).
+
+    Why: DVC watches the store's folder with the WAL files ignored (``.dvcignore``: the WAL
+    index changes on every read, the WAL file appears and disappears with connections), so the
+    main file must change exactly when data does. The WAL itself is still what makes a commit
+    durable; a frame not yet copied (a crash between commit and checkpoint) is copied by the
+    next submission or the next start of the game.
+    """
+    con.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
 
 
 def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

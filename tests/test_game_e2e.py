@@ -4,6 +4,7 @@ folds it in, and the new instance is in the export, selected, with a permanent I
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from stages._game import build_game
 from stages._game.rival import Rival
 from stages._game.web import create_app
 from stages.config import load_params
-from tests.helpers import mini_project
+from tests.helpers import ROOT, mini_project
 
 IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick"]
 
@@ -44,6 +45,7 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         assert _run(cmd, d).returncode == 0
+    shutil.copy(ROOT / ".dvcignore", d / ".dvcignore")  # the store's WAL index is not data
     built = _run([sys.executable, "-m", "dvc", "repro", "build_instances"], d)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
 
@@ -82,9 +84,16 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     first_id = int(row["ID"].iloc[0])
     sel = catalog.read_table("selection", d)
     assert sel.loc[sel["cue"] == "Space", "status"].tolist() == ["selected"]
-    ledger = catalog.read_table("id_ledger", d)
-    assert len(ledger) >= 1  # the ID is recorded in the ledger, so the next build keeps it
-    again = _run([sys.executable, "-m", "dvc", "repro", "-f", "import_annotations", "select_instances", "export"], d)
+    assert client.get("/api/me", headers=spy).status_code == 200  # players reading scores change no data
+    quiet = _run([sys.executable, "-m", "dvc", "status", "import_annotations"], d).stdout
+    assert "changed" not in quiet, quiet
+    late = join("Solver late")  # one more answer: the import re-runs, the instance keeps its ID
+    assert (
+        client.post("/api/solve", headers=late, json={"instance_id": t["instance_id"], "selection": [0, 1]}).status_code
+        == 200
+    )
+    again = _run([sys.executable, "-m", "dvc", "repro", "export"], d)
     assert again.returncode == 0, again.stderr[-2000:]
+    assert "Running stage 'select_instances'" in again.stdout
     bench2 = catalog.read_table("benchmark", d)
     assert int(bench2.loc[bench2["cue"] == "Space", "ID"].iloc[0]) == first_id  # permanent

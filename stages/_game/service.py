@@ -30,7 +30,7 @@ from typing import Any
 
 from stages._config_game import GameParams
 from stages._game.rival import Rival
-from stages._game_store import connect, read_submissions, transaction
+from stages._game_store import checkpoint, connect, read_submissions, transaction
 from stages._privacy import hash_annotator
 from stages.domain import K_LIMITS, clean_cue, normalize_name
 from stages.winogavil import jaccard, solvable_by_humans
@@ -106,7 +106,9 @@ class Game:
         self._local = threading.local()
         self._rate: dict[str, list[float]] = {}
         self._rate_lock = threading.Lock()
-        connect(store).close()  # the schema, once
+        con = connect(store)  # the schema, once; and frames a crash left in the WAL into the file
+        checkpoint(con)
+        con.close()
 
     # ------------------------------------------------------------------------------ plumbing
     @property
