@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from playwright import sync_api  # a test dependency ([test] extra): these tests run, never skip
 
 from stages._game import build_game
 from stages._game.rival import Rival
@@ -23,8 +24,6 @@ from tests.helpers import game_project
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOSTILE_CUE = "<img/src=x/onerror=window.pwned=1>"
 HOSTILE_NAME = "<b>Bold</b>"
-
-sync_api = pytest.importorskip("playwright.sync_api")  # a test dependency ([test] extra)
 
 
 @pytest.fixture

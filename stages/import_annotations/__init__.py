@@ -11,6 +11,9 @@ Inputs (README "Annotation formats"):
   (:class:`schemas.raw.RawSolve`), and/or crowd-platform batch-results CSVs
   (``HITId, AssignmentId, WorkerId, AssignmentStatus, SubmitTime, WorkTimeInSeconds, Input.*,
   Answer.*``) mapped by ``annotations.crowd.columns``. ``instance_id`` is unique across batches.
+- **The collection game's store** (``<game.store_dir>/game.sqlite``, ``gavil game``): its
+  creations after every batch's creations, its solves after every batch's solves, through the
+  same raw-record rules below (README "Collecting annotations").
 
 A raw creation is accepted when: N in {5, 6, 10, 12} distinct candidates; the cue is a single
 token longer than one character; K = len(associations) is within the game's limits for N
@@ -26,8 +29,8 @@ skipped (idempotent re-import).
 
 Modules, by role: :mod:`.records` (header layouts, :class:`RowError`, cell parsing, the CSV/JSONL
 readers and :class:`ImportState`), :mod:`.release` (released files), :mod:`.raw` (raw creations and
-solves), :mod:`.crowd` (crowd-platform batch CSVs) and :mod:`.stage` (:func:`import_all`,
-:func:`run`).
+solves), :mod:`.crowd` (crowd-platform batch CSVs), :mod:`.game` (the game's store) and
+:mod:`.stage` (:func:`import_all`, :func:`run`).
 """
 
 from stages.import_annotations.crowd import import_crowd
