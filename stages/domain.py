@@ -77,11 +77,17 @@ def clean_cue(cue: object) -> str:
     """A spymaster's cue in its one stored form (NFC, trimmed), or ValueError saying why not.
 
     The rule the annotation import and the game both apply (paper §2: a single word): a string
-    that is one whitespace-free token longer than one character.
+    that is one whitespace-free token longer than one character, with no invisible or control
+    character (Unicode category C*: ``sky\u200b`` would otherwise be a second "sky").
     """
     if not isinstance(cue, str):
         raise ValueError(f"cue {cue!r} is not a string")
     c = unicodedata.normalize("NFC", cue).strip()
+    hidden = next((ch for ch in c if unicodedata.category(ch)[0] == "C"), None)
+    if hidden is not None:
+        raise ValueError(
+            f"cue {c!r} contains an invisible or control character (U+{ord(hidden):04X}); type the word alone"
+        )
     if len(c.split()) != 1 or len(c) < 2:
         raise ValueError(f"cue {c!r} must be a single token longer than one character")
     return c

@@ -109,6 +109,14 @@ def test_raw_names_are_stored_normalised_and_matched_in_solves(tmp_path):
     assert res.solves["selection"].tolist()[0] == ["rocket", "café"]
 
 
+@pytest.mark.parametrize("cue", ["sky\u200b", "\u2060sky", "s\u00adky", "sky\u0007", "sky\u3000blue", "a b"])
+def test_cues_with_invisible_or_control_characters_are_rejected(tmp_path, cue):
+    write_jsonl(tmp_path / "raw/b1/creations.jsonl", [creation("i1", cue="sky"), creation("i2", cue=cue)])
+    res = import_all(None, [], tmp_path / "raw", KEY)
+    assert res.instances["cue"].tolist() == ["sky"]
+    assert len(res.rejects) == 1 and "cue" in res.rejects.loc[0, "reason"]
+
+
 # ----------------------------------------------------------------------------------- ids are strings
 @pytest.mark.parametrize("bad", [1, 1.0, True, ["S2"], float("nan"), None, "", "  "])
 def test_non_string_ids_are_rejected(tmp_path, bad):
