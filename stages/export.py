@@ -130,8 +130,8 @@ def dataset_table(bench: pd.DataFrame, images: dict[str, tuple[str, str]], embed
     ``embed``: the cell holds the file's bytes and its name ``<concept>.<ext>``; otherwise no bytes
     and the file's path relative to the project root (decodable only from there). Each file is
     read once; cells showing the same image share one ``bytes`` object."""
-    keep = [all(c in images for c in cands) for cands in bench["candidates"]]
-    out = bench[keep].reset_index(drop=True)
+    keep = pd.Series([all(c in images for c in cands) for cands in bench["candidates"]], index=bench.index, dtype=bool)
+    out = bench.loc[keep].reset_index(drop=True)  # a boolean Series: an empty list would select columns
     blobs: dict[str, bytes] = {}
 
     def cell(concept: str) -> dict[str, Any]:

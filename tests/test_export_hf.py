@@ -286,3 +286,19 @@ def test_no_instance_with_every_image_gives_an_empty_counted_folder(in_tmp):
     meta = _front_matter((folder / "README.md").read_text())
     assert meta["dataset_info"]["splits"][0]["num_examples"] == 0
     assert json.loads((in_tmp / "data/metrics/export.json").read_text())["instances"] == 6
+
+
+@pytest.mark.parametrize("empty", ["no rows", "none selected"])
+def test_an_empty_benchmark_exports_empty_counted_files(in_tmp, empty):
+    """A new project whose benchmark is still empty (no release files, no game data yet): the
+    export writes empty, valid files and says 0, it does not crash."""
+    sel = _selection()
+    sel = sel.iloc[0:0] if empty == "no rows" else sel.assign(status="below_threshold", reason="below 0.8", ID=None)
+    sel["ID"] = sel["ID"].astype("Int64")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    (in_tmp / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    catalog.write_table(sel, "selection")
+    catalog.write_table(_ocr(in_tmp), "ocr")
+    metrics = run_stage("export", "params.yaml")
+    assert metrics["instances"] == 0 and metrics["dataset_instances"] == 0
+    assert len(pd.read_parquet(in_tmp / "data/export/dataset/test.parquet")) == 0
