@@ -176,6 +176,12 @@ TABLES: tuple[Table, ...] = (
         "mean Jaccard with CIs per model and cell",
     ),
     Table(
+        "paired_evaluation",
+        "data/evaluate/paired_evaluation.parquet",
+        "schemas.evaluate:PairedEvaluation",
+        "Winoground text/image/group scores on instance pairs sharing a candidate set",
+    ),
+    Table(
         "eval_embeddings",
         "data/cache/eval_embeddings.parquet",
         "schemas.embeddings:EmbeddingCache",

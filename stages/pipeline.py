@@ -132,7 +132,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "evaluate",
         reads=("selection", "ocr", "image_store", "embeddings"),
-        writes=("predictions", "evaluation", "table4_md", "eval_embeddings", "plot_models", "plot_candidates"),
+        writes=("predictions", "evaluation", "paired_evaluation", "table4_md", "eval_embeddings", "plot_models", "plot_candidates"),
         params=("evaluate", "score.cache_dir", "score.allow_download"),
         external=("${evaluate.release_predictions_dir}",),
         network=True,
