@@ -26,6 +26,7 @@ from typing import Any, cast, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from stages._config_adversarial import AdversarialFilterParams, AfliteParams
 from stages._config_base import Fraction, NonNegInt, Percent, PosInt, Seconds, Section, _runtime
 from stages._config_sections import (
     AnnotationsParams,
@@ -52,6 +53,8 @@ from stages._config_sections import (
 from stages.errors import ParamsError
 
 __all__ = [
+    "AdversarialFilterParams",
+    "AfliteParams",
     "AnnotationsParams",
     "BingParams",
     "CrawlParams",
@@ -100,6 +103,8 @@ class Params(Section):
     select: SelectParams = SelectParams()
     export: ExportParams = ExportParams()
     evaluate: EvaluateParams = EvaluateParams()
+    adversarial_filter: AdversarialFilterParams = AdversarialFilterParams()
+    aflite: AfliteParams = AfliteParams()
     prefect: PrefectParams = PrefectParams()
 
     def replace(self, **sections: Mapping[str, Any]) -> Params:

@@ -23,7 +23,7 @@ On the release's ``winogavil_dataset.csv``: 988 candidate sets, 5,404 cue pairs,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -184,7 +184,7 @@ def paired_scores(inst: pd.DataFrame, pred: pd.DataFrame, n_boot: int, seed: int
 
 
 def both_solved(
-    inst: pd.DataFrame, predictions: dict[Any, Sequence[str]], model: str, n_boot: int, seed: int
+    inst: pd.DataFrame, predictions: Mapping[Any, Sequence[str]], model: str, n_boot: int, seed: int
 ) -> pd.DataFrame:
     """ "Both cues solved" per pair from top-K lists alone: both instances predicted exactly.
 
