@@ -145,6 +145,7 @@ def release_af() -> dict:
         [np.array([idx[c] for c in pl]) for pl in pools],
         [member],
         p,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
     )
     secs = time.perf_counter() - t0
 
@@ -208,8 +209,7 @@ def main() -> None:
         print(json.dumps(res))
         return
     path = ROOT / "benchmarks/results/adversarial.json"
-    result = json.loads(path.read_text()) if path.exists() else {}
-    result["machine"] = machine("shared with other jobs")
+    result: dict = {"machine": machine("shared with other jobs")}
     if a.scale or not a.release:
         af = _in_child("af", str(a.af_cheap), str(a.af_ensemble))
         af["extrapolated_150_iterations_s"] = round(
@@ -219,7 +219,9 @@ def main() -> None:
         result["aflite_12000"] = {"planted": a.planted, **_in_child("aflite", str(a.planted))}
     if a.release:
         result["af_release_swow"] = release_af()
-    write_result("adversarial", result)
+    # merge with the file as it is now (the --scale and --release runs may overlap)
+    write_result("adversarial", {**(json.loads(path.read_text()) if path.exists() else {}), **result})
+    result = json.loads(path.read_text())
     print(f"{'run':<16}{'seconds':>9}{'peak RSS MB':>13}  notes")
     for key in ("af_12000", "aflite_12000"):
         if key in result:

@@ -76,7 +76,10 @@ def _scorer(kind: str, members: list[Member], x_train: np.ndarray, y: np.ndarray
     if kind == "mlp":
         from sklearn.neural_network import MLPClassifier
 
-        clf: Any = MLPClassifier((p.mlp_hidden,), max_iter=200, early_stopping=False, random_state=p.seed + it)
+        # early stopping on a 10 % validation split (sklearn default patience): 200 full epochs per
+        # iteration cost minutes at SWOW scale
+        big = len(y) >= 200
+        clf: Any = MLPClassifier((p.mlp_hidden,), max_iter=100, early_stopping=big, random_state=p.seed + it)
         import warnings
 
         from sklearn.exceptions import ConvergenceWarning

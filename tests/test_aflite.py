@@ -99,18 +99,19 @@ def test_stage_on_the_release_sample(tmp_path, monkeypatch):
     run_stage("select_instances")
     from stages.config import load_params
 
-    # 250 selected instances of each dataset (the rest marked not selected) keep the test fast
+    # 150 selected instances of each dataset (the rest marked not selected) keep the test fast
     sel = catalog.read_table("selection")
-    keep = sel.groupby("dataset").head(250).index
+    keep = sel.groupby("dataset").head(150).index
     sel.loc[~sel.index.isin(keep), ["status", "reason"]] = ["below_threshold", "left out by the test"]
     sel.loc[~sel.index.isin(keep), "ID"] = pd.NA
     catalog.write_table(sel, "selection")
-    params = load_params().replace(aflite={"n_classifiers": 8, "cutoff": 25, "write_debiased": True})
+    params = load_params().replace(aflite={"n_classifiers": 8, "cutoff": 10, "write_debiased": True})
     m = run_stage("aflite", params)
     table = catalog.read_table("aflite")
-    assert m["status"] == "ok" and m["instances"] == 500
-    assert (table["status"] == "not_selected").sum() == len(sel) - 500
-    assert set(table["status"]) <= {"kept", "flagged"} and m["flagged"] == (table["status"] == "flagged").sum()
+    assert m["status"] == "ok" and m["instances"] == 300
+    assert (table["status"] == "not_selected").sum() == len(sel) - 300
+    assert set(table["status"]) == {"kept", "flagged", "not_selected"}
+    assert m["flagged"] == (table["status"] == "flagged").sum() > 0
     # the text model solves SWOW-baseline instances far more often than game ones (87.9 vs 50.8)
     by = m["by_dataset"]
     assert by["swow_baseline"]["mean_score"] > by["game"]["mean_score"] + 0.15
