@@ -105,7 +105,7 @@ def _in_child(what: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def release_af() -> dict:
+def release_af(ensemble: int) -> dict:
     import pandas as pd
 
     from stages._adversarial import cue_key, embed
@@ -129,7 +129,7 @@ def release_af() -> dict:
     edges = pd.DataFrame(
         [(c, a) for c, assoc in zip(sw["cue"], sw["associations"]) for a in assoc], columns=["cue", "response"]
     )
-    p = AdversarialFilterParams(members=["text"])
+    p = AdversarialFilterParams(members=["text"], ensemble_iterations=ensemble)
     pools, _ = pools_for(sw, concepts, edges, p.pool_size, p.seed)
     universe = sorted({c for pl in pools for c in pl} | {c for a in sw["associations"] for c in a})
     idx = {c: i for i, c in enumerate(universe)}
@@ -200,6 +200,7 @@ def main() -> None:
     ap.add_argument("--af-cheap", type=int, default=3)
     ap.add_argument("--af-ensemble", type=int, default=2)
     ap.add_argument("--planted", type=float, default=0.03)
+    ap.add_argument("--release-ensemble", type=int, default=50, help="ensemble iterations of the --release run")
     ap.add_argument("--child", nargs="+")
     a = ap.parse_args()
     if a.child:
@@ -218,7 +219,7 @@ def main() -> None:
         result["af_12000"] = {"iterations_run": [a.af_cheap, a.af_ensemble], **af}
         result["aflite_12000"] = {"planted": a.planted, **_in_child("aflite", str(a.planted))}
     if a.release:
-        result["af_release_swow"] = release_af()
+        result["af_release_swow"] = release_af(a.release_ensemble)
     # merge with the file as it is now (the --scale and --release runs may overlap)
     write_result("adversarial", {**(json.loads(path.read_text()) if path.exists() else {}), **result})
     result = json.loads(path.read_text())
