@@ -21,6 +21,9 @@ class EvalPredictions(StrictModel):
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     predictions: Series[object] = list_field("str", nullable=True)
+    similarities: Series[object] = list_field(
+        "float", nullable=True, description="every candidate's score, in candidate order (null: top-K only)"
+    )
     jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)"
@@ -50,3 +53,22 @@ class Evaluation(StrictModel):
     random_percent: Series[float] = pa.Field(
         ge=0, le=100, description="random-chance Jaccard x100 on the same instances"
     )
+
+
+class PairedEvaluation(StrictModel):
+    """Winoground paired scores (stages/evaluate/paired.py): one row per model x dataset x pair kind
+    x cell x score, percent units, 95 % cluster-bootstrap CI over candidate sets."""
+
+    model_name: Series[str]
+    weights_id: Series[str]
+    dataset: Series[str]
+    source: Series[str] = pa.Field(isin=["similarities", "top_k"], description="per-candidate scores or top-K lists")
+    pair_kind: Series[str] = pa.Field(isin=["disjoint", "overlapping"])
+    cell: Series[str] = pa.Field(isin=["all", "5&6", "10&12"])
+    score: Series[str] = pa.Field(isin=["text", "image", "group", "both_solved"])
+    n_pairs: Series[int] = pa.Field(ge=0)
+    n_sets: Series[int] = pa.Field(ge=0)
+    percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    chance_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)

@@ -24,6 +24,8 @@ METRICS_SUMMARY: dict[str, dict[str, str]] = {
     "import_annotations": {"instances": "instances.*", "rejected": "rejected"},
     "select_instances": {"instances": "by_dataset_status.*", "selected": "by_dataset_status.*/selected"},
     "export": {"instances": "instances", "hf_instances": "dataset_instances"},
+    "adversarial_filter": {"instances": "instances", "replacements": "replacements"},
+    "aflite": {"instances": "instances", "flagged": "flagged"},
     "evaluate": {"instances": "instances", "release_check": "release_check.matches"},
 }
 

@@ -26,6 +26,7 @@ from typing import Any, cast, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from stages._config_adversarial import AdversarialFilterParams, AfliteParams
 from stages._config_base import Fraction, NonNegInt, Percent, PosInt, Seconds, Section, _runtime
 from stages._config_game import BonusTier, GameParams
 from stages._config_sections import (
@@ -53,6 +54,8 @@ from stages._config_sections import (
 from stages.errors import ParamsError
 
 __all__ = [
+    "AdversarialFilterParams",
+    "AfliteParams",
     "AnnotationsParams",
     "BingParams",
     "BonusTier",
@@ -103,6 +106,8 @@ class Params(Section):
     select: SelectParams = SelectParams()
     export: ExportParams = ExportParams()
     evaluate: EvaluateParams = EvaluateParams()
+    adversarial_filter: AdversarialFilterParams = AdversarialFilterParams()
+    aflite: AfliteParams = AfliteParams()
     prefect: PrefectParams = PrefectParams()
     game: GameParams = GameParams()
 

@@ -96,6 +96,19 @@ STAGES: tuple[StageSpec, ...] = (
         network=True,
     ),
     StageSpec(
+        "adversarial_filter",
+        reads=("swow_instances", "embeddings", "edges", "ocr", "image_store"),
+        writes=("af_instances", "af_replacements", "af_iterations", "af_embeddings", "plot_af"),
+        params=(
+            "adversarial_filter",
+            "score.model",
+            "score.pretrained",
+            "score.weights_path",
+            "score.cache_dir",
+            "score.allow_download",
+        ),
+    ),
+    StageSpec(
         "import_annotations",
         writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
         params=("annotations", "profanity", "game.store_dir"),
@@ -117,6 +130,12 @@ STAGES: tuple[StageSpec, ...] = (
         params=("select",),
     ),
     StageSpec(
+        "aflite",
+        reads=("selection", "ocr", "image_store"),
+        writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
+        params=("aflite", "score.cache_dir", "score.allow_download"),
+    ),
+    StageSpec(
         "export",
         reads=("selection", "ocr", "image_store"),
         writes=(
@@ -133,7 +152,15 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "evaluate",
         reads=("selection", "ocr", "image_store", "embeddings"),
-        writes=("predictions", "evaluation", "table4_md", "eval_embeddings", "plot_models", "plot_candidates"),
+        writes=(
+            "predictions",
+            "evaluation",
+            "paired_evaluation",
+            "table4_md",
+            "eval_embeddings",
+            "plot_models",
+            "plot_candidates",
+        ),
         params=("evaluate", "score.cache_dir", "score.allow_download"),
         external=("${evaluate.release_predictions_dir}",),
         network=True,

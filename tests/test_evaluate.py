@@ -68,6 +68,7 @@ def test_unscored_models_report_nothing_made_up():
             "status": ["no_weights", "no_weights"],
             "reason": ["x", "x"],
             "predictions": [None, None],
+            "similarities": [None, None],
             "jaccard": [None, None],
             "score_fool_the_ai": [None, None],
             "random_jaccard": [0.3, random_jaccard(10, 2)],

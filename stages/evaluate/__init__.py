@@ -35,6 +35,7 @@ from stages._embeddings import Cache, score_instances
 from stages._io import atomic_path
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.errors import MissingInput
+from stages.evaluate import paired
 from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Metrics(TypedDict):
     instances: int
     models: dict[str, dict[str, Any]]  # model -> status and "dataset group" -> mean Jaccard %
     release_check: dict[str, Any]  # computed vs published release numbers
+    paired: dict[str, Any]  # Winoground paired scores (stages/evaluate/paired.py)
     embeddings_in_cache: int
 
 
@@ -298,6 +300,7 @@ def run(params: Params) -> Metrics:
                     "status": scored["status"].to_numpy(),
                     "reason": scored["reason"].to_numpy(),
                     "predictions": scored["predictions"].to_numpy(),
+                    "similarities": scored["similarities"].to_numpy(),
                     "jaccard": scored["jaccard"].to_numpy(),
                     "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
                     "random_jaccard": rand,
@@ -308,6 +311,7 @@ def run(params: Params) -> Metrics:
     pred = catalog.write_table(pd.concat([*frames, release], ignore_index=True), "predictions")
     cache.save()
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
+    paired_metrics = paired.run(inst, pred, Path(p.release_predictions_dir), p.bootstrap, p.seed)
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in sel.groupby(["dataset", "group"])}
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
@@ -337,6 +341,7 @@ def run(params: Params) -> Metrics:
             "matches": release_check == RELEASE_EXPECTED,
         },
         "embeddings_in_cache": len(cache),
+        "paired": paired_metrics,
     }
     print(f"evaluate: embeddings reused {cache.hits}, computed {cache.computed}", file=sys.stderr)
     return metrics
