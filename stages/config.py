@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from stages._config_base import Fraction, NonNegInt, Percent, PosInt, Seconds, Section, _runtime
+from stages._config_paper import PaperParams, SupervisedParams
 from stages._config_sections import (
     AnnotationsParams,
     BingParams,
@@ -66,6 +67,7 @@ __all__ = [
     "ModelEntry",
     "NonNegInt",
     "OcrParams",
+    "PaperParams",
     "Params",
     "PerHost",
     "Percent",
@@ -78,6 +80,7 @@ __all__ = [
     "Seconds",
     "Section",
     "SelectParams",
+    "SupervisedParams",
     "SwowInstanceParams",
     "TaskRunnerParams",
     "_runtime",
@@ -100,6 +103,7 @@ class Params(Section):
     select: SelectParams = SelectParams()
     export: ExportParams = ExportParams()
     evaluate: EvaluateParams = EvaluateParams()
+    paper: PaperParams = PaperParams()
     prefect: PrefectParams = PrefectParams()
 
     def replace(self, **sections: Mapping[str, Any]) -> Params:

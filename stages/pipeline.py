@@ -132,9 +132,22 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "evaluate",
         reads=("selection", "ocr", "image_store", "embeddings"),
-        writes=("predictions", "evaluation", "table4_md", "eval_embeddings", "plot_models", "plot_candidates"),
-        params=("evaluate", "score.cache_dir", "score.allow_download"),
-        external=("${evaluate.release_predictions_dir}",),
+        writes=(
+            "predictions",
+            "evaluation",
+            "table4_md",
+            "eval_embeddings",
+            "plot_models",
+            "plot_candidates",
+            "paper_md",
+            "cue_image_pairs",
+        ),
+        params=("evaluate", "paper", "score.cache_dir", "score.allow_download"),
+        external=(
+            "${evaluate.release_predictions_dir}",
+            "${paper.release_dir}/${paper.captions_file}",
+            "${paper.release_dir}/${paper.association_types_file}",
+        ),
         network=True,
     ),
 )

@@ -35,6 +35,8 @@ from stages._embeddings import Cache, score_instances
 from stages._io import atomic_path
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.errors import MissingInput
+from stages.evaluate import paper
+from stages.evaluate.published import rerank
 from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ class Metrics(TypedDict):
     instances: int
     models: dict[str, dict[str, Any]]  # model -> status and "dataset group" -> mean Jaccard %
     release_check: dict[str, Any]  # computed vs published release numbers
+    paper: dict[str, Any]  # Tables 5-7, published numbers, random chance (stages.evaluate.paper)
     embeddings_in_cache: int
 
 
@@ -285,7 +288,7 @@ def run(params: Params) -> Metrics:
                 f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}",
                 file=sys.stderr,
             )
-        scored = score_instances(inst, model, images, cache, reason or "")
+        scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
         frames.append(
             pd.DataFrame(
@@ -305,7 +308,8 @@ def run(params: Params) -> Metrics:
             )
         )
     release = release_predictions(Path(p.release_predictions_dir))
-    pred = catalog.write_table(pd.concat([*frames, release], ignore_index=True), "predictions")
+    text_frames, text_meta = paper.text_rows(params, inst, cache, opt, rand)  # Table 7 rows (names, captions)
+    pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
@@ -325,12 +329,15 @@ def run(params: Params) -> Metrics:
         )
 
     release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
+    status |= text_meta["status"]
+    models = {
+        m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
+        for m in [*status, RELEASE_MODEL]
+    }
     metrics: Metrics = {
         "instances": len(inst),
-        "models": {
-            m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
-            for m in [*status, RELEASE_MODEL]
-        },
+        "models": models,
+        "paper": paper.analyses(params, selection, inst, pred, cache, opt, text_meta, models),
         "release_check": {
             "computed": release_check,
             "published": RELEASE_EXPECTED,
