@@ -108,6 +108,12 @@ TABLES: tuple[Table, ...] = (
         "SWOW-baseline instances",
     ),
     Table(
+        "concreteness",
+        "data/instances/concreteness.parquet",
+        "schemas.instances:Concreteness",
+        "Brysbaert concreteness fate of each SWOW-baseline word",
+    ),
+    Table(
         "scores",
         "data/score/scores.parquet",
         "schemas.scores:Scores",

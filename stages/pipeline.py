@@ -84,7 +84,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "build_instances",
         reads=("ocr", "concept_filter", "edges"),
-        writes=("candidate_sets", "swow_instances"),
+        writes=("candidate_sets", "swow_instances", "concreteness"),
         params=("instances",),
     ),
     StageSpec(
