@@ -119,7 +119,7 @@ def _supervised(
                 s.batch_size,
                 s.test_fraction,
                 s.dev_fraction,
-                threads=opt.threads,
+                threads=1,  # a small MLP: one thread is faster than two sharing a busy machine
             )
             out[f"{spec.name} on {feat} (offline, text model; not CLIP)"] = res
     return out
