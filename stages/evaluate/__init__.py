@@ -13,6 +13,9 @@ Also recomputes the release's own CLIP ViT-B/32 results from its stored predicti
 as a check of this evaluation code. Embeddings come from ``score_candidates``' cache when
 present; anything new goes to this stage's own cache. Models without weights get
 ``no_weights`` rows and null means; untrained models are labelled as such everywhere.
+
+The paper's other analyses (Tables 5-7, published numbers, ``paper.tie_break``) live in
+:mod:`stages.evaluate.paper` and its sibling modules; ``run`` calls them in two lines.
 """
 
 from __future__ import annotations
