@@ -7,7 +7,7 @@ from pandera.typing import Series
 from schemas import StrictModel, list_field
 from stages.domain import CANDIDATE_SIZES
 
-SWOW_STATUSES = ["ok", "profane_cue", "too_few_associations", "too_few_distractors"]
+SWOW_STATUSES = ["ok", "profane_cue", "too_few_associations", "too_few_distractors", "too_ambiguous"]
 
 
 class CandidateSets(StrictModel):
@@ -39,9 +39,24 @@ class SwowInstances(StrictModel):
     num_associations: Series[int] = pa.Field(ge=0)
     num_candidates: Series[int] = pa.Field(ge=0)
     associations_mean_weight: Series[float] = pa.Field(nullable=True, description="mean R123 count of the associations")
+    candidates_connectivity_score: Series[float] = pa.Field(
+        nullable=True, ge=0, description="distinct candidate subsets (size >= 2) other SWOW cues link to (ok rows)"
+    )
+    dropped_words: Series[object] = list_field("str", description="responses skipped as associations: 'word: reason'")
 
     @pa.dataframe_check(error="ok rows need 2..4 associations among 5 or 6 candidates")
     def ok_shape(cls, df: pd.DataFrame) -> pd.Series:
         ok = df["status"] == "ok"
         good = df["num_associations"].between(2, 4) & df["num_candidates"].isin([5, 6])
         return ~ok | good
+
+
+class Concreteness(StrictModel):
+    """Brysbaert concreteness fate of every word the SWOW baseline considered (pool words and
+    candidate associations); empty when ``instances.swow.min_concreteness`` is null."""
+
+    word: Series[str] = pa.Field(unique=True)
+    rating: Series[float] = pa.Field(nullable=True, ge=1, le=5, description="Brysbaert et al. 2014 mean, 1-5")
+    status: Series[str] = pa.Field(isin=["concrete", "not_concrete", "unrated"])
+    reason: Series[str] = pa.Field(nullable=True)
+    in_pool: Series[bool] = pa.Field(description="an accepted concept (possible distractor)")

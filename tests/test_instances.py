@@ -43,7 +43,7 @@ def test_swow_instances_follow_the_reference_rules():
             ("hell", "star", 20),
         ]
     )
-    out = validate(swow_instances(e, POOL, profane={"hell"}, seed=13), SwowInstances).set_index("cue")
+    out = validate(swow_instances(e, POOL, profane={"hell"}, seed=13)[0], SwowInstances).set_index("cue")
     sc = out.loc["spacecraft"]
     # strongest responses with an image; "star" has R123=3 < 10; "shuttle" has no image
     assert sc["status"] == "ok" and sc["associations"] == ["rocket", "moon", "astronaut"]
@@ -54,15 +54,15 @@ def test_swow_instances_follow_the_reference_rules():
     assert out.loc["paddock", "status"] == "ok" and pd.isna(out.loc["paddock", "associations_mean_weight"])
     assert out.loc["lonely", "status"] == "too_few_associations"
     assert out.loc["hell", "status"] == "profane_cue"
-    again = swow_instances(e, POOL, profane={"hell"}, seed=13).set_index("cue")
+    again = swow_instances(e, POOL, profane={"hell"}, seed=13)[0].set_index("cue")
     assert again.loc["spacecraft", "candidates"] == sc["candidates"]  # seeded per cue
-    fewer = swow_instances(e[e.cue != "paddock"], POOL, profane=set(), seed=13).set_index("cue")
+    fewer = swow_instances(e[e.cue != "paddock"], POOL, profane=set(), seed=13)[0].set_index("cue")
     assert fewer.loc["spacecraft", "candidates"] == sc["candidates"]  # other cues do not shift it
 
 
 def test_too_few_distractors():
     e = edges([("x", "cat", 20), ("x", "moon", 20)])
-    out = swow_instances(e, ["cat", "moon", "sun"], profane=set(), seed=1)
+    out = swow_instances(e, ["cat", "moon", "sun"], profane=set(), seed=1)[0]
     assert out.loc[0, "status"] == "too_few_distractors"
 
 
@@ -73,7 +73,7 @@ def test_distractors_cover_exactly_the_pool_minus_the_cues_responses():
     e = edges([("rocket", r, 30 - i) for i, r in enumerate(responses)])
     seen: set[str] = set()
     for seed in range(300):
-        row = swow_instances(e, POOL, profane=set(), seed=seed).iloc[0]
+        row = swow_instances(e, POOL, profane=set(), seed=seed)[0].iloc[0]
         assert row["status"] == "ok" and row["associations"] == responses[:4]
         distractors = set(row["candidates"]) - set(row["associations"])
         assert len(distractors) == row["num_candidates"] - 4 and len(row["candidates"]) == len(set(row["candidates"]))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stages.evaluate.association_types import PAPER_TABLE6
 from stages.pipeline import METRICS_SUMMARY, STAGES, dvc_yaml, upstream
 from tests.helpers import ROOT, mini_project
 
@@ -81,6 +82,17 @@ def test_dvc_repro_end_to_end(project):
     assert ev["models"]["clip-rn50"]["status"] == "no_weights" and ev["models"]["clip-rn50"]["game 5&6"] is None
     text = ev["models"]["text-minilm-l6"]  # the offline text-only baseline scores every instance
     assert text["status"] == "ok" and 0 < text["game 5&6"] < text["swow_baseline 5&6"] <= 100
+    paper = ev["paper"]  # the paper's other tables, from the release files, on every dvc repro
+    assert paper["table7_check"]["text-mpnet (cue vs OFA captions)"]["ours"] == {
+        "game 10&12": 39,
+        "game 5&6": 52,
+        "swow_baseline 5&6": 72,
+    }
+    t6 = paper["table6"]["clip-vit-b-32 (release predictions)"]
+    assert [t6[t]["percent"] for t in PAPER_TABLE6] == [75, 36, 65, 42, 36, 79]
+    t5 = paper["table5"]["text-mpnet on captions (offline, text model; not CLIP)"]
+    assert len(t5["10&12"]["per_seed"]["supervised"]) == 5 and t5["5&6"]["zero_shot_mean"] > 0
+    assert metrics["build_instances"]["concreteness"]["concrete"] >= 9
     assert (d / "data/plots/evaluation_by_model.png").read_bytes()[:4] == b"\x89PNG"
     assert "accepted,9" in (d / "data/plots/ocr_fates.csv").read_text()
     assert "game selected,1.0,3387" in (d / "data/plots/solver_jaccard.csv").read_text()
@@ -238,6 +250,7 @@ def test_query_sees_every_stage_table(project):
             "ocr",
             "candidate_sets",
             "swow_instances",
+            "concreteness",
             "scores",
             "instances",
             "solves",

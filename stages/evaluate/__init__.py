@@ -13,6 +13,9 @@ Also recomputes the release's own CLIP ViT-B/32 results from its stored predicti
 as a check of this evaluation code. Embeddings come from ``score_candidates``' cache when
 present; anything new goes to this stage's own cache. Models without weights get
 ``no_weights`` rows and null means; untrained models are labelled as such everywhere.
+
+The paper's other analyses (Tables 5-7, published numbers, ``paper.tie_break``) live in
+:mod:`stages.evaluate.paper` and its sibling modules; ``run`` calls them in two lines.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from stages._embeddings import Cache, score_instances
 from stages._io import atomic_path
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.errors import MissingInput
-from stages.evaluate import paired
+from stages.evaluate import paired, paper
+from stages.evaluate.published import rerank
 from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 if TYPE_CHECKING:
@@ -49,6 +53,7 @@ class Metrics(TypedDict):
     models: dict[str, dict[str, Any]]  # model -> status and "dataset group" -> mean Jaccard %
     release_check: dict[str, Any]  # computed vs published release numbers
     paired: dict[str, Any]  # Winoground paired scores (stages/evaluate/paired.py)
+    paper: dict[str, Any]  # Tables 5-7, published numbers, random chance (stages.evaluate.paper)
     embeddings_in_cache: int
 
 
@@ -287,7 +292,7 @@ def run(params: Params) -> Metrics:
                 f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}",
                 file=sys.stderr,
             )
-        scored = score_instances(inst, model, images, cache, reason or "")
+        scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
         frames.append(
             pd.DataFrame(
@@ -308,7 +313,8 @@ def run(params: Params) -> Metrics:
             )
         )
     release = release_predictions(Path(p.release_predictions_dir))
-    pred = catalog.write_table(pd.concat([*frames, release], ignore_index=True), "predictions")
+    text_frames, text_meta = paper.text_rows(params, inst, cache, opt, rand)  # Table 7 rows (names, captions)
+    pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
     paired_metrics = paired.run(inst, pred, Path(p.release_predictions_dir), p.bootstrap, p.seed)
@@ -329,12 +335,15 @@ def run(params: Params) -> Metrics:
         )
 
     release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
+    status |= text_meta["status"]
+    models = {
+        m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
+        for m in [*status, RELEASE_MODEL]
+    }
     metrics: Metrics = {
         "instances": len(inst),
-        "models": {
-            m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
-            for m in [*status, RELEASE_MODEL]
-        },
+        "models": models,
+        "paper": paper.analyses(params, selection, inst, pred, cache, opt, text_meta, models),
         "release_check": {
             "computed": release_check,
             "published": RELEASE_EXPECTED,
