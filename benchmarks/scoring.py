@@ -51,7 +51,7 @@ def stage_embed(model, paths: list[str], cache) -> float:
 
     t0 = time.perf_counter()
     items = {sha256_file(p): p for p in paths}
-    cache.ensure((model.spec.model, model.weights_id, "image"), items, model.embed_images)
+    cache.ensure(model.cache_key("image"), items, model.embed_images)
     return time.perf_counter() - t0
 
 

@@ -16,7 +16,10 @@ class EmbeddingCache(StrictModel):
     """
 
     model: Series[str] = pa.Field(description="architecture or text model id, e.g. RN50")
-    weights_id: Series[str] = pa.Field(description="pretrained tag, file:<sha256[:16]>, untrained, or text model id")
+    weights_id: Series[str] = pa.Field(
+        description="pretrained tag, file:<sha256[:16]>, untrained, or text model id, then |<precision>-<device> "
+        "that computed the vector (e.g. openai|fp32-cpu): other numerics never share entries"
+    )
     kind: Series[str] = pa.Field(isin=["image", "text"])
     key: Series[str]
     dim: Series[int] = pa.Field(gt=0)

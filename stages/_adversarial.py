@@ -37,15 +37,16 @@ def embed(
     prompt (:func:`stages.winogavil.prompt_for_cue`) and each concept's accepted image
     (``images``: concept -> (sha256, path); concepts without one are left out of the result).
     """
-    key = (model.spec.model, model.weights_id)
     if model.spec.kind == "text":
         items = {c: c for c in concepts} | {cue_key(c): cue_key(c) for c in cues}
-        vecs = cache.ensure((*key, "text"), items, model.embed_texts)
+        vecs = cache.ensure(model.cache_key("text"), items, model.embed_texts)
         return {cue_key(c): vecs[cue_key(c)] for c in cues}, {c: vecs[c] for c in concepts}
     assert model.embed_images is not None and images is not None
     have = [c for c in concepts if c in images]
-    shas = cache.ensure((*key, "image"), {images[c][0]: images[c][1] for c in have}, model.embed_images)
-    prompts = cache.ensure((*key, "text"), {prompt_for_cue(c): prompt_for_cue(c) for c in cues}, model.embed_texts)
+    shas = cache.ensure(model.cache_key("image"), {images[c][0]: images[c][1] for c in have}, model.embed_images)
+    prompts = cache.ensure(
+        model.cache_key("text"), {prompt_for_cue(c): prompt_for_cue(c) for c in cues}, model.embed_texts
+    )
     return {cue_key(c): prompts[prompt_for_cue(c)] for c in cues}, {c: shas[images[c][0]] for c in have}
 
 

@@ -20,6 +20,7 @@ from stages._config_base import (  # noqa: F401
     _refuse_unknown,
     _runtime,
 )
+from stages._precision import Device, Precision
 from stages.domain import CANDIDATE_SIZES, CrawlSource
 
 
@@ -98,7 +99,11 @@ class OcrParams(Section):
     match_threshold: Percent = 80
     min_confidence: Fraction = 0.3
     min_word_len: PosInt = 4
-    gpu: bool = False
+    # numerics (stages/_precision.py): both change the detections, so both are in the cache key
+    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively). fp32 until benchmarks/ocr.py has
+    # shown identical decisions on all its 200 images (README "Precision and device")
+    precision: Precision = "fp32"
+    device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
     batch_size: PosInt = _runtime(8)
     partition_size: PosInt = _runtime(500)
 
@@ -131,6 +136,8 @@ class ScoreParams(Section):
     cache_dir: str | None = None
     allow_download: bool = True
     require_weights: bool = False
+    precision: Precision = "fp32"  # the rival's scores define the benchmark: bf16 only by choice
+    device: Device = "auto"
     batch_size: PosInt = _runtime(32)
     threads: PosInt = _runtime(2)
     loader_workers: NonNegInt = _runtime(1)
@@ -234,6 +241,8 @@ class EvaluateParams(Section):
     ]
     bootstrap: NonNegInt = 1000
     seed: int = 0
+    precision: Precision = "fp32"  # open_clip models (text models always run fp32)
+    device: Device = "auto"
     release_predictions_dir: str = "data/sample/winogavil/test_sets_with_zero_shot_predictions"
 
     @field_validator("models")

@@ -23,7 +23,7 @@ from stages._io import write_parquet
 from stages._models import LoadedModel
 from stages.winogavil import fool_the_ai_score, jaccard, prompt_for_cue
 
-Key = tuple[str, str, str]  # (model, weights_id, kind)
+Key = tuple[str, str, str]  # (model, weights_id|numerics, kind): LoadedModel.cache_key
 
 
 class Cache:
@@ -216,17 +216,17 @@ def score_instances(
         if is_text:
             words = {c: c for r in scorable for c in r["candidates"]}
             queries = {r["cue"].strip().lower(): r["cue"].strip().lower() for r in scorable}
-            both = cache.ensure((model.spec.model, model.weights_id, "text"), {**words, **queries}, model.embed_texts)
+            both = cache.ensure(model.cache_key("text"), {**words, **queries}, model.embed_texts)
             cand_vecs, query_vecs = both, both
             cand_keys = [r["candidates"] for r in scorable]
             qkeys = [r["cue"].strip().lower() for r in scorable]
         else:
             assert model.embed_images is not None
             shas = {images[c][0]: images[c][1] for r in scorable for c in r["candidates"]}
-            sha_vecs = cache.ensure((model.spec.model, model.weights_id, "image"), shas, model.embed_images)
+            sha_vecs = cache.ensure(model.cache_key("image"), shas, model.embed_images)
             cand_vecs = {c: sha_vecs[images[c][0]] for r in scorable for c in r["candidates"]}
             query_vecs = cache.ensure(
-                (model.spec.model, model.weights_id, "text"),
+                model.cache_key("text"),
                 {r["prompt"]: r["prompt"] for r in scorable},
                 model.embed_texts,
             )

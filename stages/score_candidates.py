@@ -114,7 +114,7 @@ def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
     cache = Cache([_cache_path()], None)
-    key = (model.spec.model, model.weights_id, kind)
+    key = model.cache_key(kind)
     if kind == "image":
         assert model.embed_images is not None
         cache.ensure(key, {sha: path for sha, path in items}, model.embed_images)

@@ -34,7 +34,7 @@ def ocr_reader():
     """One EasyOCR reader (offline English weights) for the whole session."""
     from stages.ocr_filter import make_reader
 
-    return make_reader(gpu=False)
+    return make_reader()
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -81,7 +81,7 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
         raise
     cache = Cache([p for p in cache_paths], None)
     assert model.embed_images is not None
-    vecs = cache.ensure((s.model, model.weights_id, "image"), dict(images), model.embed_images) if images else {}
+    vecs = cache.ensure(model.cache_key("image"), dict(images), model.embed_images) if images else {}
     import torch
 
     # one thread per prediction: a single prompt gains nothing from more, and on a shared CPU

@@ -274,7 +274,7 @@ def run(params: Params) -> Metrics:
     check (computed vs published), cached embeddings."""
     p = params.evaluate
     specs = [ModelSpec.from_params(m) for m in p.models]
-    opt = RuntimeOptions.from_params(params.score)
+    opt = RuntimeOptions.from_params(params.score, params.evaluate)
     selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
     images = accepted_images(catalog.read_table("ocr"))

@@ -99,7 +99,7 @@ def text_predictions(
         texts = {t: t for ts in cand_texts for t in ts} | {
             str(inst["cue"].iloc[i]): str(inst["cue"].iloc[i]) for i in todo
         }
-        vecs = cache.ensure((model.spec.model, model.weights_id, "text"), texts, model.embed_texts)
+        vecs = cache.ensure(model.cache_key("text"), texts, model.embed_texts)
         queries = [str(inst["cue"].iloc[i]) for i in todo]
         ks = [len(inst["associations"].iloc[i]) for i in todo]
         picks, sims = predict(cand_texts, queries, ks, vecs, vecs)

@@ -42,7 +42,7 @@ def text_rows(
     """Prediction frames of the Table 7 text baselines and what :func:`analyses` needs about them."""
     p = params.paper
     caps = captions.load_captions(Path(p.release_dir) / p.captions_file)
-    frames, model_ids, status, weights = [], {}, {}, {}
+    frames, model_ids, status, text_keys = [], {}, {}, {}
     for entry in p.text_models:
         spec = ModelSpec.from_params(entry)
         model: LoadedModel | None
@@ -58,8 +58,8 @@ def text_rows(
             label = captions.model_label(spec.name, mode)
             model_ids[label] = spec.model
             status[label] = "ok" if model is not None else "no_weights"
-        weights[spec.name] = model.weights_id if model is not None else None
-    return frames, {"model_ids": model_ids, "status": status, "captions": caps, "weights": weights}
+        text_keys[spec.name] = model.cache_key("text") if model is not None else None
+    return frames, {"model_ids": model_ids, "status": status, "captions": caps, "text_keys": text_keys}
 
 
 class _Lookup:
@@ -107,7 +107,7 @@ def _supervised(
                 for cs in game["candidates"]
                 for c in cs
             }
-            vecs = cache.ensure((spec.model, meta["weights"][spec.name], "text"), texts, _embedder(spec, opt))
+            vecs = cache.ensure(meta["text_keys"][spec.name], texts, _embedder(spec, opt))
             lookup = _Lookup(vecs, caps if feat == "captions" else None)
             res = supervised.run_supervised(
                 game,
