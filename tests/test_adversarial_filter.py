@@ -167,6 +167,8 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
             "num_associations": [2, 2, 0],
             "num_candidates": [6, 5, 0],
             "associations_mean_weight": [None, None, None],
+            "candidates_connectivity_score": [None, None, None],
+            "dropped_words": [[], [], []],
         }
     )
     catalog.write_table(swow, "swow_instances")

@@ -239,6 +239,8 @@ def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, m
                 "num_associations": [2],
                 "num_candidates": [5],
                 "associations_mean_weight": [None],
+                "candidates_connectivity_score": [None],
+                "dropped_words": [[]],
             }
         ),
         "swow_instances",
@@ -301,6 +303,8 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
             num_associations=INSTANCES["associations"].map(len),
             num_candidates=5,
             associations_mean_weight=None,
+            candidates_connectivity_score=None,
+            dropped_words=[[] for _ in range(n)],
         ),
         "swow_instances",
     )
