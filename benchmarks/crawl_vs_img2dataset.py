@@ -7,6 +7,7 @@ serves N distinct 256x192 JPEGs (robots.txt is a 404). In one run, interleaved (
   --processes_count 1``, a txt URL list, ``files`` output) as a subprocess: wall time of the whole
   command (its interpreter start and imports included: that is what a user waits for), and
   separately the time of ``img2dataset --help`` (start + imports only).
+- bare: urllib3 on 8 threads streaming each image to a file with sha256, nothing else (the floor).
 - B: this project's ``crawl_images`` core (:func:`stages.crawl_images.stage.crawl`) in
   ``urllist`` mode on the same URLs, 8 threads, no politeness delay, a fresh directory each round
   (nothing reused from the journal): robots.txt, the guarded client, Pillow validation,
@@ -194,6 +195,46 @@ def _setup(urllist: Path, threads: int) -> tuple[Any, Any]:
     return parse_params(raw), cf
 
 
+def _bare_urllib3(urls: list[str], threads: int, work: Path) -> tuple[float, int]:
+    """The floor: urllib3 on ``threads`` threads streaming each body to a file with sha256, nothing
+    else (no guard, robots, validation, journal). Returns (wall s, files fetched)."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    import urllib3
+
+    work.mkdir(parents=True)
+    pm = urllib3.PoolManager(maxsize=threads)
+
+    def one(url: str) -> int:
+        r = pm.request("GET", url, preload_content=False)
+        h = hashlib.sha256()
+        with open(work / url.rsplit("/", 1)[1], "wb") as f:
+            for chunk in r.stream(1 << 16):
+                h.update(chunk)
+                f.write(chunk)
+        r.release_conn()
+        return r.status
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        got = sum(status == 200 for status in pool.map(one, urls))
+    return time.perf_counter() - t0, got
+
+
+def _inspect_cpu_ms(folder: Path, params: Any) -> float:
+    """CPU ms per image of the stage's validation (Pillow open + full decode + phash) on ``folder``'s
+    files, one thread, no profiler."""
+    from stages.crawl_images.validate import inspect_image
+
+    files = sorted(folder.iterdir())
+    c = params.crawl
+    t0 = time.thread_time()
+    for f in files:
+        inspect_image(f, c.min_side, c.max_pixels, c.accept_formats, with_phash=True)
+    return round((time.thread_time() - t0) / len(files) * 1e3, 3)
+
+
 def _fresh_process_crawl(urllist: Path, threads: int, work: Path) -> tuple[float, int]:
     """The crawl in a new interpreter (its imports included, like img2dataset's wall time)."""
     t0 = time.perf_counter()
@@ -255,6 +296,11 @@ def main() -> None:
         cpu = round(_cpu(resource.RUSAGE_SELF) - c0, 2)
         runs.append({"round": r, "tool": "crawl_images", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got})
         print(f"round {r} crawl_images  {wall:6.2f} s  {got} images", flush=True)
+        c0 = _cpu(resource.RUSAGE_SELF)
+        wall, got = _bare_urllib3(urls, args.threads, tmp / f"bare-{r}")
+        cpu = round(_cpu(resource.RUSAGE_SELF) - c0, 2)
+        runs.append({"round": r, "tool": "bare_urllib3", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got})
+        print(f"round {r} bare urllib3 (stream + sha256 + file) {wall:6.2f} s  {got} images", flush=True)
         c0 = _cpu(resource.RUSAGE_CHILDREN)
         wall, got = _fresh_process_crawl(tmp / "urllist.json", args.threads, tmp / f"crawl-fresh-{r}")
         cpu = round(_cpu(resource.RUSAGE_CHILDREN) - c0, 2)
@@ -263,6 +309,7 @@ def main() -> None:
         )
         print(f"round {r} crawl_images (new interpreter, imports included) {wall:6.2f} s  {got} images", flush=True)
     load_after_runs = os.getloadavg()
+    inspect_ms = _inspect_cpu_ms(tmp / "bare-0", params)
     costs: dict[str, dict[str, float]] | None = None
     if not args.no_profile:
         costs = {}
@@ -298,7 +345,11 @@ def main() -> None:
         "img2dataset_best_s": best("img2dataset"),
         "crawl_images_best_s": best("crawl_images"),
         "crawl_images_fresh_process_mean_s": mean("crawl_images_fresh_process"),
-        "cpu_s_mean": {t: mean(t, "cpu_s") for t in ("img2dataset", "crawl_images", "crawl_images_fresh_process")},
+        "cpu_s_mean": {
+            t: mean(t, "cpu_s") for t in ("img2dataset", "crawl_images", "crawl_images_fresh_process", "bare_urllib3")
+        },
+        "bare_urllib3_mean_s": mean("bare_urllib3"),
+        "inspect_image_cpu_ms_per_image": inspect_ms,  # Pillow open + decode + phash, one thread,
         "crawl_over_img2dataset_mean": ratio,  # in-process crawl (imports done) / img2dataset command
         "crawl_fresh_process_over_img2dataset_mean": ratio_fresh,  # both with interpreter start + imports
         "target": "crawl / img2dataset <= 1.0",
@@ -307,11 +358,12 @@ def main() -> None:
         "profile_named_costs_s": costs,
     }
     print(f"{'tool':28s} {'mean s':>8s} {'best s':>8s} {'CPU s':>8s}")
-    for tool in ("img2dataset", "crawl_images", "crawl_images_fresh_process"):
+    for tool in ("img2dataset", "crawl_images", "crawl_images_fresh_process", "bare_urllib3"):
         m, b, c = mean(tool), best(tool), mean(tool, "cpu_s")
         print(f"{tool:28s} {m if m is not None else 'not installed':>8} {b or '':>8} {c or '':>8}")
     print(f"crawl / img2dataset (mean): in-process {ratio}, new interpreter {ratio_fresh} (target <= 1.0)")
     print(f"img2dataset --help (interpreter start + imports): {i2d_help_s} s")
+    print(f"inspect_image (Pillow open + decode + phash): {inspect_ms} ms CPU per image")
     print(f"load average before {result['load_average_before']}, after {result['load_average_after_runs']}")
     if costs:
         print("profile (s, summed over threads):", costs)
