@@ -57,6 +57,8 @@ def built(tmp_path_factory) -> Path:
     params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
     params["aflite"]["n_classifiers"] = 4  # the paper's 64 per phase take minutes on 4,561 instances
     params["evaluate"]["models"] = []  # evaluation tables hold the release's stored predictions only: fast
+    params["paper"]["text_models"] = params["paper"]["text_models"][:1]  # MiniLM only (MPNet: tests/test_paper.py)
+    params["paper"]["supervised"] = {**params["paper"]["supervised"], "enabled": False, "models": []}
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     code = f"from stages.pipeline import run_stage\nfor s in {[s.name for s in STAGES]!r}: run_stage(s)"
     out = subprocess.run([sys.executable, "-c", code], cwd=d, capture_output=True, text=True, timeout=900)
