@@ -8,7 +8,8 @@ EasyOCR's defaults (canvas 2,560). Stage: ``load_for_ocr`` (Pillow downscale to
 only where text was found), at ``precision`` fp32 and bf16 (autocast, CRAFT channels-last). The readers are loaded before timing; same process, same run, interleaved in
 chunks of 20 images so that machine noise falls on both sides of the ratio.
 Decisions: :func:`stages.ocr_filter.match_text` with the params' rule on all images (photos and
-rendered words), compared between readers; "stage default" is the stage at ``ocr.precision``
+rendered words), compared between readers; ``--extra-canvas`` also times the bf16 stage at smaller
+canvases (faster, but small text is read less): the trade-off, not the default; "stage default" is the stage at ``ocr.precision``
 as resolved on this machine (``auto``: bf16 on AMX/AVX-512-BF16 CPUs).
 
 Usage (project root, venv):  python benchmarks/ocr.py [--images 200]
@@ -18,6 +19,7 @@ Prints a table and writes benchmarks/results/ocr.json.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sys
@@ -108,6 +110,13 @@ def make_images(d: Path, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", type=int, default=200)
+    ap.add_argument(
+        "--extra-canvas",
+        type=int,
+        nargs="*",
+        default=[512],
+        help="also time the bf16 stage at these canvas sizes (px, long side): the speed/recall trade-off",
+    )
     args = ap.parse_args()
 
     import yaml
@@ -133,7 +142,10 @@ def main() -> None:
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
     )
     batch = int(p["batch_size"])
-    readers = {"fp32": make_reader(batch, "fp32", "cpu"), "bf16": make_reader(batch, "bf16", "cpu")}
+    bf16_reader = make_reader(batch, "bf16", "cpu")
+    readers = {"fp32": make_reader(batch, "fp32", "cpu"), "bf16": bf16_reader}
+    readers |= {f"bf16@{c}": bf16_reader for c in args.extra_canvas if c != canvas}
+    canvas_of = {k: int(k.split("@")[1]) if "@" in k else canvas for k in readers}
     auto = resolve(str(p["precision"]), "cpu")[0]  # what the stage runs by default on this machine
 
     def report() -> dict:
@@ -151,8 +163,9 @@ def main() -> None:
 
         result = {
             "machine": machine(f"CPU native bf16 (AMX/AVX-512-BF16): {cpu_native_bf16()}"),
-            "note": "one process, one run; default, stage fp32 and stage bf16 interleaved in chunks of 20 images. "
-            "The 2 cores were shared with other jobs, so absolute times are noisy; the ratios are what to read.",
+            "note": "one process, one run; default readtext and every stage variant interleaved in chunks of 20 "
+            "images, so machine noise falls on both sides of each ratio",
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
             "images": len(done),
             "rendered_words": sum(is_word),
             "photos": len(done) - sum(is_word),
@@ -165,7 +178,19 @@ def main() -> None:
             **{f"stage_{k}_images_per_s": round(len(done) / t, 3) for k, t in t_stage.items()},
             "speedup_stage_default_vs_readtext": round(t_default / t_stage[auto], 2),
             "speedup_stage_fp32_vs_readtext": round(t_default / t_stage["fp32"], 2),
+            "speedup_stage_bf16_vs_readtext": round(t_default / t_stage["bf16"], 2),
+            "same_decision_bf16_vs_readtext": same("default", "bf16"),
             "speedup_bf16_vs_fp32": round(t_stage["fp32"] / t_stage["bf16"], 2),
+            "other_canvas": {
+                k: {
+                    "canvas_size": canvas_of[k],
+                    "speedup_vs_readtext": round(t_default / t, 2),
+                    "same_decision_vs_readtext": same("default", k),
+                    "rejected": sum(dec[k]),
+                }
+                for k, t in t_stage.items()
+                if "@" in k
+            },
             "same_decision_stage_default_vs_readtext": same("default", auto),
             "same_decision_fp32_vs_readtext": same("default", "fp32"),
             "same_decision_bf16_vs_fp32": same("fp32", "bf16"),
@@ -206,7 +231,8 @@ def main() -> None:
         t_default += time.perf_counter() - t0
         for k, read in readers.items():
             t0 = time.perf_counter()
-            ours[k] += read([load_for_ocr(path, canvas) for _, _, path in chunk], canvas)
+            c = canvas_of[k]
+            ours[k] += read([load_for_ocr(path, c) for _, _, path in chunk], c)
             t_stage[k] += time.perf_counter() - t0
         print(
             f"ocr bench: {len(default)}/{len(items)} images, default {t_default:.0f} s, "
@@ -224,13 +250,20 @@ def main() -> None:
     print(
         f"{'stage (' + auto + ') vs readtext (target >= 15)':44s} {result['speedup_stage_default_vs_readtext']:10.2f}"
     )
+    print(f"{'stage bf16 vs readtext':44s} {result['speedup_stage_bf16_vs_readtext']:10.2f}")
     print(f"{'stage bf16 vs fp32 (target >= 2.5)':44s} {result['speedup_bf16_vs_fp32']:10.2f}")
+    print(f"{'same decision: stage bf16 vs readtext':44s} {result['same_decision_bf16_vs_readtext']:>6d}/{n}")
     print(
         f"{'same decision: stage (' + auto + ') vs readtext':44s} {result['same_decision_stage_default_vs_readtext']:>6d}/{n}"
     )
     print(f"{'same decision: stage bf16 vs fp32':44s} {result['same_decision_bf16_vs_fp32']:>6d}/{n}")
     print(f"{'same text: stage bf16 vs fp32':44s} {result['same_text_bf16_vs_fp32']:>6d}/{n}")
-    print(f"{'rejected (default, fp32, bf16)':44s} {result['rejected']}")
+    for k, o in result["other_canvas"].items():
+        print(
+            f"{'stage ' + k + ' vs readtext; same decision':44s} {o['speedup_vs_readtext']:10.2f} "
+            f"{o['same_decision_vs_readtext']:>4d}/{n}"
+        )
+    print(f"{'rejected (default, fp32, bf16, ...)':44s} {result['rejected']}")
     write_result("ocr", result)
     shutil.rmtree(work, ignore_errors=True)
 

@@ -13,6 +13,7 @@ The synthetic project (a temporary folder holding a copy of the code, ``dvc.yaml
   (30,000) with two cues each over 5, 6, 10 or 12 candidates = 60,000 instances, and three
   solvers per instance = 180,000 solve rows (80 % of solvers pick the spymaster's associations);
 - params: the embedded defaults, except the inputs above, ``annotations.release_files: []``,
+  ``instances.swow.min_concreteness: null`` (pseudo-words have no concreteness rating),
   and the scoring/evaluation model ``--model`` with random weights (``pretrained: null``;
   no weights can be downloaded here, and speed does not depend on the weights' values).
 
@@ -32,6 +33,7 @@ and, as a cross-check, the sampled process-tree peak.
 
 Usage (project root, venv with the ``dask`` or ``test`` extra, for psutil and prefect-dask):
     python benchmarks/scale.py [--concepts 12000] [--tasks 30000] [--model RN50] [--dask] [--out scale]
+        [--precision fp32|bf16|auto] [--stages ingest_concepts,ocr_filter,...]
 Prints a table and writes benchmarks/results/<out>.json.
 """
 
@@ -142,8 +144,11 @@ def write_raw_batch(folder: Path, concepts: list[str], tasks: int, rng: random.R
     return n_inst, n_solve
 
 
-def make_project(dest: Path, n_concepts: int, tasks: int, model: str, seed: int = 0) -> dict[str, Any]:
-    """Write the synthetic project into ``dest``; returns what was generated."""
+def make_project(
+    dest: Path, n_concepts: int, tasks: int, model: str, seed: int = 0, precision: str | None = None
+) -> dict[str, Any]:
+    """Write the synthetic project into ``dest``; returns what was generated. ``precision`` (fp32 |
+    bf16 | auto) replaces ``ocr``/``score``/``evaluate.precision`` (None keeps params.yaml's)."""
     import yaml
 
     rng = random.Random(seed)
@@ -161,6 +166,11 @@ def make_project(dest: Path, n_concepts: int, tasks: int, model: str, seed: int 
     p["crawl"] |= {"source": "local", "local_dir": "data/synth/images"}
     p["score"] |= {"model": model, "pretrained": None, "weights_path": None, "allow_download": False}
     p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
+    # pseudo-words have no Brysbaert concreteness rating: with the filter on, no SWOW instance is left
+    p["instances"]["swow"]["min_concreteness"] = None
+    if precision is not None:
+        for section in ("ocr", "score", "evaluate"):
+            p[section]["precision"] = precision
     p["evaluate"]["models"] = [
         {
             "name": f"{model.lower()}-untrained",
@@ -179,6 +189,7 @@ def make_project(dest: Path, n_concepts: int, tasks: int, model: str, seed: int 
         "instances": n_inst,
         "solves": n_solve,
         "model": f"{model} (random weights)",
+        "precision": {k: p[k]["precision"] for k in ("ocr", "score", "evaluate")},
     }
 
 
@@ -238,14 +249,17 @@ def _run_child(code: str, args: list[str], project: Path, what: str) -> dict[str
     return json.loads(next(line[2:] for line in out.stdout.splitlines() if line.startswith("@@")))
 
 
-def run_sequential(project: Path) -> tuple[list[dict[str, Any]], float, float]:
-    """Every stage in its own process, in DAG order: (rows, total seconds, sampled tree peak MB)."""
+def run_sequential(project: Path, only: set[str] | None = None) -> tuple[list[dict[str, Any]], float, float]:
+    """Every stage (of ``only``, if given) in its own process, in DAG order: (rows, total seconds,
+    sampled tree peak MB)."""
     from stages.pipeline import STAGES
 
     rows = []
     t0 = time.perf_counter()
     with TreeMemory() as mem:
         for s in STAGES:
+            if only is not None and s.name not in only:
+                continue
             t = time.perf_counter()
             child = _run_child(_STAGE_CHILD, [s.name], project, s.name)
             metrics = json.loads((project / s.metrics).read_text())
@@ -339,20 +353,40 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="keep the temporary projects")
     ap.add_argument("--out", default="scale", help="results file name: benchmarks/results/<out>.json")
+    ap.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "auto"),
+        default=None,
+        help="ocr/score/evaluate precision for the run (default: params.yaml's values)",
+    )
+    ap.add_argument(
+        "--stages",
+        default=None,
+        help="comma-separated stages to run (default: all); the others' outputs must not be needed "
+        "downstream, and the no-op dvc repro is then not measured",
+    )
     args = ap.parse_args()
+    only = set(args.stages.split(",")) if args.stages else None
+    if only is not None:
+        from stages.pipeline import STAGES
+
+        if unknown := only - {s.name for s in STAGES}:
+            ap.error(f"unknown stage(s) {sorted(unknown)}; stages: {', '.join(s.name for s in STAGES)}")
 
     base = Path(tempfile.mkdtemp(prefix="gavil-scale-"))
     t0 = time.perf_counter()
-    generated = make_project(base / "template", args.concepts, args.tasks, args.model)
+    generated = make_project(base / "template", args.concepts, args.tasks, args.model, precision=args.precision)
     t_generate = time.perf_counter() - t0
     print(f"generated in {t_generate:.1f} s: {generated}", flush=True)
 
     seq = base / "sequential"
     shutil.copytree(base / "template", seq)
     print("sequential (one process per stage, DAG order):", flush=True)
-    rows, t_seq, seq_tree_mb = run_sequential(seq)
-    t_commit, t_noop = dvc_noop(seq)
-    print(f"dvc commit {t_commit:.1f} s; no-op dvc repro {t_noop:.2f} s", flush=True)
+    rows, t_seq, seq_tree_mb = run_sequential(seq, only)
+    t_commit = t_noop = float("nan")
+    if only is None:
+        t_commit, t_noop = dvc_noop(seq)
+        print(f"dvc commit {t_commit:.1f} s; no-op dvc repro {t_noop:.2f} s", flush=True)
 
     result: dict[str, Any] = {
         "machine": machine(),
@@ -364,8 +398,9 @@ def main() -> None:
             "peak_stage_rss_mb": max(r["peak_rss_mb"] for r in rows),
             "peak_tree_rss_mb_sampled": round(seq_tree_mb, 1),
         },
-        "dvc_commit_s": round(t_commit, 1),
-        "dvc_repro_noop_s": round(t_noop, 2),
+        "stages_run": "all" if only is None else sorted(only),
+        "dvc_commit_s": None if only is not None else round(t_commit, 1),
+        "dvc_repro_noop_s": None if only is not None else round(t_noop, 2),
         "targets": {"peak_memory_mb": "< 4096", "dvc_repro_noop_s": "< 5"},
     }
     if args.dask:
@@ -393,7 +428,8 @@ def main() -> None:
     print(
         f"{'total (sequential)':22s} {t_seq:9.1f} {result['sequential']['peak_stage_rss_mb']:12.1f}  (tree sampled {seq_tree_mb:.0f} MB)"
     )
-    print(f"no-op dvc repro {t_noop:.2f} s (target < 5)")
+    if only is None:
+        print(f"no-op dvc repro {t_noop:.2f} s (target < 5)")
     if args.dask:
         print(
             f"dask ({args.workers} workers) {result['dask']['total_s']} s; sequential / dask = {result['dask']['sequential_over_dask']}"

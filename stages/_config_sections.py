@@ -100,9 +100,10 @@ class OcrParams(Section):
     min_confidence: Fraction = 0.3
     min_word_len: PosInt = 4
     # numerics (stages/_precision.py): both change the detections, so both are in the cache key
-    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively). fp32 until benchmarks/ocr.py has
-    # shown identical decisions on all its 200 images (README "Precision and device")
-    precision: Precision = "fp32"
+    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively). auto: bf16 made the same
+    # decisions as fp32 and as readtext on all 200 images of benchmarks/ocr.py, 2.8x faster
+    # (README "Precision and device")
+    precision: Precision = "auto"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
     batch_size: PosInt = _runtime(8)
     partition_size: PosInt = _runtime(500)

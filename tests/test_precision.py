@@ -1,6 +1,8 @@
 """precision (fp32 | bf16 | auto) and device (auto | cpu | cuda): resolution, params, cache keys,
 and that bf16 changes no OCR decision and keeps the rival model's rankings."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -37,7 +39,7 @@ def test_cuda_without_a_gpu_is_a_params_error():
 
 def test_params_defaults_and_refusals():
     p = Params()
-    assert (p.ocr.precision, p.ocr.device) == ("fp32", "auto")  # until the 200-image benchmark agrees
+    assert (p.ocr.precision, p.ocr.device) == ("auto", "auto")  # the 200-image benchmark agreed
     assert (p.score.precision, p.score.device) == ("fp32", "auto")  # the rival defines the benchmark
     assert (p.evaluate.precision, p.evaluate.device) == ("fp32", "auto")
     with pytest.raises(ParamsError, match="precision"):
@@ -56,6 +58,32 @@ def test_ocr_cache_engine_names_the_numerics():
     fp32 = _engine(OcrParams(precision="fp32", device="cpu"))
     bf16 = _engine(OcrParams(precision="bf16", device="cpu"))
     assert fp32.endswith("|fp32-cpu") and bf16.endswith("|bf16-cpu") and fp32 != bf16
+
+
+def test_batch_norm_folding_keeps_craft_outputs():
+    """fold_batch_norm on EasyOCR's real CRAFT (shipped weights): no BatchNorm left, same maps (fp32)."""
+    import copy
+
+    import easyocr_en_models
+    from easyocr.detection import get_detector
+
+    from stages._torchvision_compat import ensure_torchvision
+    from stages.ocr_filter import fold_batch_norm
+
+    ensure_torchvision()
+    net = get_detector(str(Path(easyocr_en_models.model_dir()) / "craft_mlt_25k.pth"), device="cpu").eval()
+    folded = fold_batch_norm(copy.deepcopy(net))
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules()) > 10
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    x = torch.rand(1, 3, 96, 128, generator=torch.Generator().manual_seed(0)) * 4 - 2
+    with torch.inference_mode():
+        (a, fa), (b, fb) = net(x), folded(x)
+    assert torch.allclose(a, b, atol=1e-4) and torch.allclose(fa, fb, atol=1e-3)
+    # a training-mode BatchNorm is not folded (its statistics are not fixed yet)
+    train = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    wrapped = torch.nn.Module()
+    wrapped.body = train
+    assert isinstance(fold_batch_norm(wrapped).body[1], torch.nn.BatchNorm2d)
 
 
 @pytest.mark.slow
