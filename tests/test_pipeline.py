@@ -12,7 +12,7 @@ import yaml
 
 from stages.evaluate.association_types import PAPER_TABLE6
 from stages.pipeline import METRICS_SUMMARY, STAGES, dvc_yaml, upstream
-from tests.helpers import ROOT, mini_project
+from tests.helpers import FAST_AFLITE, ROOT, mini_project
 
 MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
 
@@ -54,7 +54,7 @@ def project(tmp_path_factory):
     params = yaml.safe_load((d / "params.yaml").read_text())
     params["score"]["allow_download"] = False  # hermetic: never touch the network
     params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
-    params["aflite"]["n_classifiers"] = 4  # the paper's 64 per phase take minutes on 4,561 instances
+    params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
     params["paper"]["supervised"]["seeds"] = [0, 1]  # Table 5's 5 seeds x 2 groups, paid by every build here
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for cmd in (
@@ -421,6 +421,7 @@ def test_dask_runner_gives_the_sequential_results(tmp_path, monkeypatch):
         }  # seeded random weights
         params["crawl"]["partition_size"] = params["ocr"]["partition_size"] = size
         params["instances"]["game_sets"] = {5: 1, 6: 1, 10: 0, 12: 0}
+        params["aflite"] |= FAST_AFLITE  # at the paper's settings AfLite alone took most of this test's 800 s
         params["prefect"]["task_runner"] = {"kind": runner, "dask_workers": 2, "dask_threads_per_worker": 1}
         (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         return d

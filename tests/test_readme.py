@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from stages.pipeline import STAGES
-from tests.helpers import ROOT, mini_project
+from tests.helpers import FAST_AFLITE, ROOT, mini_project
 
 README = (ROOT / "README.md").read_text()
 QUERY = re.compile(r"""gavil query (?:"[^"]*"|'[^']*')(?: --format \w+)?""")
@@ -55,7 +55,7 @@ def built(tmp_path_factory) -> Path:
     params = yaml.safe_load((d / "params.yaml").read_text())
     params["score"]["allow_download"] = False
     params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
-    params["aflite"]["n_classifiers"] = 4  # the paper's 64 per phase take minutes on 4,561 instances
+    params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
     params["evaluate"]["models"] = []  # evaluation tables hold the release's stored predictions only: fast
     params["paper"]["text_models"] = params["paper"]["text_models"][:1]  # MiniLM only (MPNet: tests/test_paper.py)
     params["paper"]["supervised"] = {**params["paper"]["supervised"], "enabled": False, "models": []}
