@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import shutil
 import sys
 from pathlib import Path
@@ -46,3 +47,25 @@ def tool_env(**extra: str) -> dict[str, str]:
         "DVC_NO_ANALYTICS": "1",
         **extra,
     }
+
+
+def sample_photos() -> list[Path]:
+    """The embedded sample's photos (``data/sample/images``, .jpg/.png), sorted by name."""
+    return sorted(p for p in (ROOT / "data/sample/images").iterdir() if p.suffix.lower() in (".jpg", ".png"))
+
+
+def random_view(src: Path, rng: random.Random, min_fraction: float, long_sides: tuple[int, ...]) -> Any:
+    """A random view of photo ``src`` as a PIL RGB image: a crop keeping ``min_fraction``-1 of each
+    side, mirrored half the time, resized (bicubic) so its long side is one of ``long_sides`` px."""
+    from PIL import Image, ImageOps
+
+    im = Image.open(src).convert("RGB")
+    w, h = im.size
+    cw, ch = int(w * rng.uniform(min_fraction, 1.0)), int(h * rng.uniform(min_fraction, 1.0))
+    x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+    im = im.crop((x, y, x + cw, y + ch))
+    if rng.random() < 0.5:
+        im = ImageOps.mirror(im)
+    scale = rng.choice(long_sides) / max(im.size)
+    size = (max(1, round(im.width * scale)), max(1, round(im.height * scale)))
+    return im.resize(size, Image.Resampling.BICUBIC)

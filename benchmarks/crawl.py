@@ -88,6 +88,15 @@ def _serve(port_q: mp.Queue, n: int) -> None:
     server.serve_forever()
 
 
+def start_server(n: int, timeout_s: float) -> tuple[mp.Process, str]:
+    """Start :func:`_serve` for ``n`` concepts in a daemon process: (the process, its base URL
+    once it listens). Raises ``queue.Empty`` if it does not listen within ``timeout_s`` seconds."""
+    q: mp.Queue = mp.Queue()
+    server = mp.Process(target=_serve, args=(q, n), daemon=True)
+    server.start()
+    return server, f"http://127.0.0.1:{q.get(timeout=timeout_s)}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concepts", type=int, default=1000)
@@ -103,11 +112,7 @@ def main() -> None:
     from stages.crawl_images import crawl
 
     load_before = os.getloadavg()[0]  # other jobs on the machine: the figures are only as quiet as this
-    q: mp.Queue = mp.Queue()
-    server = mp.Process(target=_serve, args=(q, n), daemon=True)
-    server.start()
-    port = q.get(timeout=60)
-    base = f"http://127.0.0.1:{port}"
+    server, base = start_server(n, timeout_s=60)
     work = Path(tempfile.mkdtemp(prefix="gavil-crawl-bench-"))
     os.chdir(work)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

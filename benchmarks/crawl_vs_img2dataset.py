@@ -31,7 +31,6 @@ import argparse
 import cProfile
 import io
 import json
-import multiprocessing as mp
 import os
 import pstats
 import resource
@@ -48,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine, write_result  # noqa: E402
-from benchmarks.crawl import _serve  # noqa: E402
+from benchmarks.crawl import start_server  # noqa: E402
 
 I2D_FLAGS = [
     "--resize_mode",
@@ -265,11 +264,7 @@ def main() -> None:
 
     exe = shutil.which(args.img2dataset)
     load_before = os.getloadavg()
-    q: mp.Queue = mp.Queue()
-    server = mp.Process(target=_serve, args=(q, n), daemon=True)
-    server.start()
-    port = q.get(timeout=120)
-    base = f"http://127.0.0.1:{port}"
+    server, base = start_server(n, timeout_s=120)
     tmp = Path(tempfile.mkdtemp(prefix="gavil-i2d-bench-"))
     urls = [f"{base}/img/{i}.jpg" for i in range(n)]
     (tmp / "urls.txt").write_text("\n".join(urls) + "\n")

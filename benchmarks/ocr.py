@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import machine, random_view, sample_photos, write_result  # noqa: E402
 
 WORDS = [
     "library",
@@ -68,24 +68,15 @@ WORDS = [
 
 def make_images(d: Path, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
     """(kind, concept, path) for n//2 photos and n - n//2 rendered words."""
-    from PIL import Image, ImageDraw, ImageFont, ImageOps
+    from PIL import Image, ImageDraw, ImageFont
 
     rng = random.Random(seed)
-    photos = sorted(p for p in (ROOT / "data/sample/images").iterdir() if p.suffix.lower() in (".jpg", ".png"))
+    photos = sample_photos()
     out = []
     for i in range(n // 2):
         src = photos[i % len(photos)]
-        im = Image.open(src).convert("RGB")
-        w, h = im.size
-        cw, ch = int(w * rng.uniform(0.7, 1.0)), int(h * rng.uniform(0.7, 1.0))
-        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-        im = im.crop((x, y, x + cw, y + ch))
-        if rng.random() < 0.5:
-            im = ImageOps.mirror(im)
-        scale = rng.choice((1024, 1280, 1600)) / max(im.size)
-        im = im.resize((round(im.width * scale), round(im.height * scale)), Image.Resampling.BICUBIC)
         path = d / f"photo-{i:03d}.jpg"
-        im.save(path, quality=90)
+        random_view(src, rng, 0.7, (1024, 1280, 1600)).save(path, quality=90)
         out.append(("photo", src.stem, str(path)))
     for i in range(n - n // 2):
         word = WORDS[i % len(WORDS)]

@@ -32,27 +32,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import machine, random_view, sample_photos, write_result  # noqa: E402
 
 
 def make_images(d: Path, n: int, seed: int = 0) -> list[str]:
-    from PIL import Image, ImageOps
-
     rng = random.Random(seed)
-    photos = sorted(p for p in (ROOT / "data/sample/images").iterdir() if p.suffix.lower() in (".jpg", ".png"))
+    photos = sample_photos()
     out = []
     for i in range(n):
-        im = Image.open(photos[i % len(photos)]).convert("RGB")
-        w, h = im.size
-        cw, ch = int(w * rng.uniform(0.5, 1.0)), int(h * rng.uniform(0.5, 1.0))
-        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
-        im = im.crop((x, y, x + cw, y + ch))
-        if rng.random() < 0.5:
-            im = ImageOps.mirror(im)
-        scale = rng.choice((256, 448, 640)) / max(im.size)
-        im = im.resize((max(1, round(im.width * scale)), max(1, round(im.height * scale))))
         path = d / f"img-{i:04d}.jpg"
-        im.save(path, quality=90)
+        random_view(photos[i % len(photos)], rng, 0.5, (256, 448, 640)).save(path, quality=90)
         out.append(str(path))
     return out
 
