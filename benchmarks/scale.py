@@ -276,7 +276,24 @@ def run_sequential(project: Path, only: set[str] | None = None) -> tuple[list[di
                 f"  {s.name:20s} {rows[-1]['seconds']:9.2f} s  {rows[-1]['peak_rss_mb']:8.1f} MB  {rows[-1]['summary']}",
                 flush=True,
             )
+            check_not_empty(s.name, rows[-1]["summary"])
     return rows, time.perf_counter() - t0, mem.peak_mb
+
+
+def check_not_empty(stage: str, summary: dict[str, Any]) -> None:
+    """Raise if ``stage`` reported no concepts, images or instances to work on: its seconds would
+    time nothing (with the concreteness filter on, pseudo-words once left scoring 0 instances, and
+    the run still printed a total).
+
+    Raises:
+        RuntimeError: naming the stage and the empty counts.
+    """
+    empty = [k for k in ("concepts", "images", "instances") if k in summary and not summary[k]]
+    if empty:
+        raise RuntimeError(
+            f"{stage} had no {' or '.join(empty)} to work on, so its time would measure nothing: "
+            "the synthetic project does not reach it (did a filter drop everything?)"
+        )
 
 
 def _summary(m: dict[str, Any]) -> dict[str, Any]:
