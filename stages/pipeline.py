@@ -106,6 +106,8 @@ STAGES: tuple[StageSpec, ...] = (
             "score.weights_path",
             "score.cache_dir",
             "score.allow_download",
+            "score.precision",  # the rival member's embeddings are computed at these numerics
+            "score.device",
         ),
     ),
     StageSpec(
@@ -133,7 +135,8 @@ STAGES: tuple[StageSpec, ...] = (
         "aflite",
         reads=("selection", "ocr", "image_store"),
         writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
-        params=("aflite", "score.cache_dir", "score.allow_download"),
+        # its model loads with score's runtime options: their numerics change the embeddings
+        params=("aflite", "score.cache_dir", "score.allow_download", "score.precision", "score.device"),
     ),
     StageSpec(
         "export",

@@ -52,6 +52,33 @@ def test_params_defaults_and_refusals():
         assert "precision" in keys and "device" in keys
 
 
+def test_every_stage_that_embeds_lists_the_numerics_it_embeds_at():
+    """A stage whose outputs hold model embeddings re-runs when the precision or device they were
+    computed at changes: both keys of the section that gives its runtime options their numerics
+    (``RuntimeOptions.from_params``'s last argument) are DVC params."""
+    import ast
+    import inspect
+
+    from stages import pipeline
+
+    for spec in pipeline.STAGES:
+        module = __import__(f"stages.{spec.name}", fromlist=["_"])
+        tree = ast.parse(inspect.getsource(module))
+        sections = {  # RuntimeOptions.from_params(params.score[, params.<numerics>]): the last one's numerics
+            node.args[-1].attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "from_params"
+            and getattr(node.func.value, "id", None) == "RuntimeOptions"
+            and node.args
+            and isinstance(node.args[-1], ast.Attribute)
+            and getattr(node.args[-1].value, "id", None) == "params"
+        }
+        for section in sections:
+            for key in ("precision", "device"):
+                assert f"{section}.{key}" in spec.param_keys, (spec.name, f"{section}.{key}")
+
+
 def test_ocr_cache_engine_names_the_numerics():
     from stages.ocr_filter import _engine
 
