@@ -155,9 +155,7 @@ def word_problem(t: str, phrase: bool) -> str | None:
                 continue
             if ch in JOINERS and 0 < i < len(w) - 1 and _is_letter(w[i - 1]) and _is_letter(w[i + 1]):
                 continue
-            return (
-                f"has {ch!r} (U+{ord(ch):04X}); a word is letters, with a hyphen or apostrophe only inside it"
-            )
+            return f"has {ch!r} (U+{ord(ch):04X}); a word is letters, with a hyphen or apostrophe only inside it"
     return None
 
 

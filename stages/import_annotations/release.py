@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from stages.domain import normalize_name
-from stages.names import NameError_, clean_word
 from stages.import_annotations.records import (
     DATASET_HEADER,
     GAME_HEADER,
@@ -24,6 +23,7 @@ from stages.import_annotations.records import (
     parse_int,
     parse_list,
 )
+from stages.names import NameError_, clean_word
 
 
 def _opt_text(value: object, column: str) -> str | None:
