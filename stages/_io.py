@@ -137,28 +137,34 @@ def spreadsheet_safe(cell: str) -> str:
     return cell
 
 
-def _safe_value(v: Any) -> Any:
+def _safe_value(v: Any, lf_only: bool = False) -> Any:
     """A cell as the safe writers store it: text through :func:`spreadsheet_safe`; numbers,
-    booleans and nulls unchanged (their text cannot be a formula); any other object by its text."""
+    booleans and nulls unchanged (their text cannot be a formula); any other object by its text.
+
+    ``lf_only`` (a file whose rows end in LF): a CR inside the text becomes LF. Python's csv
+    writer quotes a cell only for the characters of the file's line terminator, so an unquoted
+    CR would split the row in a spreadsheet; an LF cell is quoted."""
     if v is None or isinstance(v, (bool, numbers.Number)) or v is pd.NA or v is pd.NaT:
         return v
-    return spreadsheet_safe(v if isinstance(v, str) else str(v))
+    text = spreadsheet_safe(v if isinstance(v, str) else str(v))
+    return text.replace("\r\n", "\n").replace("\r", "\n") if lf_only else text
 
 
-def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``df`` whose text cells and column names went through :func:`spreadsheet_safe`
+def safe_frame(df: pd.DataFrame, lineterminator: str = "\n") -> pd.DataFrame:
+    """A copy of ``df`` whose text cells and column names went through :func:`_safe_value`
     (numeric, boolean and datetime columns untouched)."""
+    lf_only = "\r" not in lineterminator
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object or pd.api.types.is_string_dtype(out[col].dtype):
-            out[col] = out[col].astype(object).map(_safe_value)
-    out.columns = [_safe_value(c) for c in out.columns]
+            out[col] = out[col].astype(object).map(lambda v: _safe_value(v, lf_only))
+    out.columns = [_safe_value(c, lf_only) for c in out.columns]
     return out
 
 
 def csv_text(df: pd.DataFrame, lineterminator: str = "\n") -> str:
     """``df`` as CSV text (pandas' formatting, no index), every cell spreadsheet-safe."""
-    return safe_frame(df).to_csv(index=False, lineterminator=lineterminator)
+    return safe_frame(df, lineterminator).to_csv(index=False, lineterminator=lineterminator)
 
 
 class SafeCsvWriter:
@@ -167,9 +173,10 @@ class SafeCsvWriter:
 
     def __init__(self, f: Any, **fmtparams: Any) -> None:
         self._w = defused_csv.writer(f, **fmtparams)
+        self._lf_only = "\r" not in fmtparams.get("lineterminator", "\r\n")
 
     def writerow(self, row: Iterable[Any]) -> Any:
-        return self._w.writerow([_safe_value(v) for v in row])
+        return self._w.writerow([_safe_value(v, self._lf_only) for v in row])
 
     def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
         for row in rows:
