@@ -14,6 +14,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def letters(n: int) -> str:
+    """``n`` spelled in letters (0 -> a, ..., 9 -> j): synthetic cues are words, which have no digits
+    (:mod:`stages.names`)."""
+    return str(n).translate(str.maketrans("0123456789", "abcdefghij"))
+
+
 def machine(extra: str = "") -> str:
     """e.g. ``x86_64, 2 cores, Python 3.11.7`` (plus ``extra``)."""
     line = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -37,7 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, tool_env, write_result  # noqa: E402
+from benchmarks._common import letters, machine, tool_env, write_result  # noqa: E402
 from tests.helpers import game_project  # noqa: E402
 
 
@@ -88,7 +88,7 @@ def latency(http: httpx.Client, n_cues: int) -> list[float]:
         if task is None:
             player = None
             continue
-        body = {"task_id": task["task_id"], "cue": f"w{len(times)}x", "selection": [0, 1]}
+        body = {"task_id": task["task_id"], "cue": "w" + letters(len(times)) + "x", "selection": [0, 1]}
         t0 = time.perf_counter()
         r = http.post("/api/create", headers=player, json=body)
         times.append(time.perf_counter() - t0)
@@ -137,7 +137,7 @@ def load(base: str, players: int, seconds: float) -> dict:
                             continue
                         k = rng.randint(task["k_min"], task["k_max"])
                         sel = rng.sample(range(len(task["images"])), k)
-                        body = {"task_id": task["task_id"], "cue": f"p{i}c{n}", "selection": sel}
+                        body = {"task_id": task["task_id"], "cue": f"p{letters(i)}c{letters(n)}", "selection": sel}
                         r = http.post("/api/create", headers=me, json=body)
                         kind, key = "create", r.json().get("instance_id")
                     else:

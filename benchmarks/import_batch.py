@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import letters, machine, write_result  # noqa: E402
 
 WORDS = [f"w{i:04d}" for i in range(3000)]
 
@@ -38,7 +38,7 @@ def make_batch(d: Path, tasks: int = 12_500, seed: int = 0) -> int:
                 k = rng.randint(2, 3)
                 assoc = rng.sample(cands, k)
                 iid = f"t{t}-{k_i}"
-                cue = f"cue{t}x{k_i}" if rng.random() > 0.01 else "two words"  # 1 % invalid cues
+                cue = f"cue{letters(t)}x{letters(k_i)}" if rng.random() > 0.01 else "two words"  # 1 % invalid cues
                 c.writerow(
                     [
                         iid,

@@ -1,5 +1,9 @@
 """File I/O shared by every stage: schema-checked Parquet, atomic writes, JSON and CSV.
 
+Every CSV the project writes goes through :func:`write_csv`, :func:`csv_text` or
+:func:`csv_writer`: a cell a spreadsheet would run as a formula is neutralised
+(:func:`spreadsheet_safe`), whatever its source.
+
 Stages read and write tables by catalog name (:mod:`stages.catalog`), which calls
 :func:`read_parquet` / :func:`write_parquet` here with the table's pandera model: every table is
 validated against its ``DataFrameModel`` on write *and* on read.
@@ -11,9 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
+import re
 import tempfile
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,8 +28,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from defusedcsv import csv as defused_csv
 
 from schemas import TableModel, arrow_schema, check_lists, list_columns
+from stages.names import is_invisible
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -98,10 +107,91 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
-    """Write a small CSV atomically (plot data for `dvc plots`)."""
+# --------------------------------------------------------------------------- spreadsheet-safe CSV
+#: First characters that make a spreadsheet read a cell as a formula or command (OWASP "CSV
+#: injection": = + - @, and tab / CR; defusedcsv adds | and % (DDE, and some locales); a LF is a
+#: line break inside the cell, as a CR is).
+FORMULA_STARTS = frozenset("=+-@|%\t\r\n")
+#: A plain number, left as it is: ``-0.5`` is the number a spreadsheet reads, not a formula
+#: (the same exemption as defusedcsv's).
+_PLAIN_NUMBER = re.compile(r"-?[0-9,.]+")
+
+
+def _quiet(ch: str) -> bool:
+    return ch.isspace() or is_invisible(ch)
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """``cell`` neutralised for a spreadsheet: prefixed with ``'`` (shown as text, never run) when
+    it starts with a tab, CR or LF, or when its first character after any leading spaces and
+    invisible characters is, after NFKC (full-width ``＝`` is ``=``), one of :data:`FORMULA_STARTS`;
+    a plain number (``-0.5``) is kept. Every other cell is returned unchanged, so a file without
+    such cells is written byte for byte as before."""
+    if not cell or _PLAIN_NUMBER.fullmatch(cell):
+        return cell
+    if cell[0] in "\t\r\n":
+        return "'" + cell
+    lead = next((ch for ch in cell if not _quiet(ch)), "")
+    if lead and unicodedata.normalize("NFKC", lead)[:1] in FORMULA_STARTS:
+        return "'" + cell
+    return cell
+
+
+def _safe_value(v: Any, lf_only: bool = False) -> Any:
+    """A cell as the safe writers store it: text through :func:`spreadsheet_safe`; numbers,
+    booleans and nulls unchanged (their text cannot be a formula); any other object by its text.
+
+    ``lf_only`` (a file whose rows end in LF): a CR inside the text becomes LF. Python's csv
+    writer quotes a cell only for the characters of the file's line terminator, so an unquoted
+    CR would split the row in a spreadsheet; an LF cell is quoted."""
+    if v is None or isinstance(v, (bool, numbers.Number)) or v is pd.NA or v is pd.NaT:
+        return v
+    text = spreadsheet_safe(v if isinstance(v, str) else str(v))
+    return text.replace("\r\n", "\n").replace("\r", "\n") if lf_only else text
+
+
+def safe_frame(df: pd.DataFrame, lineterminator: str = "\n") -> pd.DataFrame:
+    """A copy of ``df`` whose text cells and column names went through :func:`_safe_value`
+    (numeric, boolean and datetime columns untouched)."""
+    lf_only = "\r" not in lineterminator
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col].dtype):
+            out[col] = out[col].astype(object).map(lambda v: _safe_value(v, lf_only))
+    out.columns = [_safe_value(c, lf_only) for c in out.columns]
+    return out
+
+
+def csv_text(df: pd.DataFrame, lineterminator: str = "\n") -> str:
+    """``df`` as CSV text (pandas' formatting, no index), every cell spreadsheet-safe."""
+    return safe_frame(df, lineterminator).to_csv(index=False, lineterminator=lineterminator)
+
+
+class SafeCsvWriter:
+    """A ``csv.writer`` for rows whose every text cell is spreadsheet-safe: cells go through
+    :func:`spreadsheet_safe`, then defusedcsv's writer (its own escaping finds nothing left)."""
+
+    def __init__(self, f: Any, **fmtparams: Any) -> None:
+        self._w = defused_csv.writer(f, **fmtparams)
+        self._lf_only = "\r" not in fmtparams.get("lineterminator", "\r\n")
+
+    def writerow(self, row: Iterable[Any]) -> Any:
+        return self._w.writerow([_safe_value(v, self._lf_only) for v in row])
+
+    def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+def csv_writer(f: Any, **fmtparams: Any) -> SafeCsvWriter:
+    """The one way the project writes CSV rows (``csv.writer`` arguments): see :class:`SafeCsvWriter`."""
+    return SafeCsvWriter(f, **fmtparams)
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike, lineterminator: str = "\n") -> None:
+    """Write a CSV atomically, every cell spreadsheet-safe (:func:`csv_text`)."""
     with atomic_path(path, ".csv") as tmp:
-        df.to_csv(tmp, index=False, lineterminator="\n")
+        tmp.write_text(csv_text(df, lineterminator), encoding="utf-8")
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

@@ -42,7 +42,7 @@ from schemas.ocr import accepted_images
 from stages import catalog
 from stages._adversarial import Layout, chance_jaccard, cue_key, embed, fit_logistic, pair_features, topk_credit
 from stages._embeddings import Cache
-from stages._io import atomic_path
+from stages._io import write_csv
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 
 if TYPE_CHECKING:
@@ -351,8 +351,9 @@ def run(params: Params) -> Metrics:
     out = catalog.write_table(pd.DataFrame(rows), "af_instances")
     catalog.write_table(pd.DataFrame(reps, columns=_cols("af_replacements")), "af_replacements")
     it = catalog.write_table(pd.DataFrame(iters, columns=_cols("af_iterations")), "af_iterations")
-    with atomic_path(catalog.path("plot_af", "write"), ".csv") as tmp:
-        it[["iteration", "held_out_jaccard", "chance_jaccard", "easy_fraction"]].to_csv(tmp, index=False)
+    write_csv(
+        it[["iteration", "held_out_jaccard", "chance_jaccard", "easy_fraction"]], catalog.path("plot_af", "write")
+    )
     changed = [
         len(set(d) - set(o)) / len(o) for d, o, s in zip(out["distractors"], orig, out["status"]) if s == "ok" and o
     ]

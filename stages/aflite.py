@@ -43,7 +43,7 @@ from stages import catalog
 from stages._adversarial import Layout, cue_key, embed, fit_logistic, pair_features, pca_kl, topk_credit
 from stages._config_adversarial import resolve_size
 from stages._embeddings import Cache
-from stages._io import atomic_path
+from stages._io import write_csv
 from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 
 if TYPE_CHECKING:
@@ -243,8 +243,7 @@ def run(params: Params) -> Metrics:
     catalog.write_table(out, "aflite")
     cols = ["phase", "instances", "held_out", "above_tau", "flagged"]
     catalog.write_table(pd.DataFrame(phases, columns=cols), "aflite_phases")
-    with atomic_path(catalog.path("plot_aflite", "write"), ".csv") as tmp:
-        pd.DataFrame(phases, columns=cols)[["phase", "flagged"]].to_csv(tmp, index=False)
+    write_csv(pd.DataFrame(phases, columns=cols)[["phase", "flagged"]], catalog.path("plot_aflite", "write"))
     _write_debiased(selection, out, p.write_debiased)
     return metrics
 
@@ -286,5 +285,4 @@ def _write_debiased(selection: pd.DataFrame, out: pd.DataFrame, enabled: bool) -
             "num_candidates": kept["num_candidates"],
         }
     )
-    with atomic_path(catalog.path("aflite_debiased", "write"), ".csv") as tmp:
-        df.to_csv(tmp, index=False)
+    write_csv(df, catalog.path("aflite_debiased", "write"))

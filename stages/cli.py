@@ -115,6 +115,7 @@ def query(
     """Query every stage's Parquet output with DuckDB."""
     import duckdb
 
+    from stages._io import csv_text
     from stages.query import connect, table_files
 
     if not table_files():
@@ -130,7 +131,7 @@ def query(
         return
     df = rel.df()
     if fmt == "csv":
-        df.to_csv(sys.stdout, index=False)
+        sys.stdout.write(csv_text(df))  # spreadsheet-safe, like every CSV the project writes
     elif fmt == "json":
         typer.echo(df.to_json(orient="records", force_ascii=False, default_handler=str))
     else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Literal, get_args
 
+from stages.names import NameError_, clean_word, shown
+
 #: Candidate-set sizes the game uses (paper §2.2).
 CANDIDATE_SIZES: tuple[int, ...] = (5, 6, 10, 12)
 #: Spymaster UI limits on K (number of associations) for N candidates (paper §2.2, game UI).
@@ -63,31 +65,28 @@ CRAWL_SOURCES: tuple[str, ...] = get_args(CrawlSource)
 def normalize_name(name: str) -> str:
     """The one comparison form of a concept, candidate or association name.
 
-    Unicode NFC (so "café" typed precomposed or decomposed is one name), surrounding whitespace
-    trimmed, then case-folded (``str.casefold``: "Dog" and "dog" are one name; "Straße" and
-    "strasse" too). Every stage compares names in this form: ingestion, the crawl's URL maps,
-    annotation import. Raises TypeError for a non-string.
+    Unicode NFKC (so "café" typed precomposed or decomposed is one name, and a full-width
+    "ｄｏｇ" is "dog"), surrounding whitespace trimmed, then case-folded (``str.casefold``: "Dog"
+    and "dog" are one name; "Straße" and "strasse" too) and NFKC again (case folding can leave a
+    non-normalised string). Every stage compares names in this form: ingestion, the crawl's URL
+    maps, annotation import. Raises TypeError for a non-string. What a name may contain is
+    :mod:`stages.names`' policy.
     """
     if not isinstance(name, str):
         raise TypeError(f"a name must be a string, got {type(name).__name__}")
-    return unicodedata.normalize("NFC", name).strip().casefold()
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).strip().casefold())
 
 
 def clean_cue(cue: object) -> str:
-    """A spymaster's cue in its one stored form (NFC, trimmed), or ValueError saying why not.
+    """A spymaster's cue in its one stored form (NFKC, trimmed), or ValueError saying why not.
 
-    The rule the annotation import and the game both apply (paper §2: a single word): a string
-    that is one whitespace-free token longer than one character, with no invisible or control
-    character (Unicode category C*: ``sky\u200b`` would otherwise be a second "sky").
+    The rule the annotation import and the game both apply (paper §2: a single word):
+    :func:`stages.names.clean_word` with one word only (letters and marks, an internal hyphen or
+    apostrophe; no invisible character, one script, at most :data:`stages.names.MAX_WORD` code
+    points), longer than one character. The error (:class:`stages.names.NameError_`, a
+    ValueError) says why.
     """
-    if not isinstance(cue, str):
-        raise ValueError(f"cue {cue!r} is not a string")
-    c = unicodedata.normalize("NFC", cue).strip()
-    hidden = next((ch for ch in c if unicodedata.category(ch)[0] == "C"), None)
-    if hidden is not None:
-        raise ValueError(
-            f"cue {c!r} contains an invisible or control character (U+{ord(hidden):04X}); type the word alone"
-        )
-    if len(c.split()) != 1 or len(c) < 2:
-        raise ValueError(f"cue {c!r} must be a single token longer than one character")
+    c = clean_word(cue, "cue", phrase=False)
+    if len(c) < 2:
+        raise NameError_(f"cue {shown(c)} must be a single token longer than one character")
     return c

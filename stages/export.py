@@ -21,7 +21,6 @@ Writes, from the ``selected`` instances:
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import shutil
@@ -35,7 +34,7 @@ import pyarrow.parquet as pq
 from schemas.export import BENCHMARK_COLUMNS, HF_FEATURES, BenchmarkDataset
 from schemas.ocr import accepted_images
 from stages import catalog
-from stages._io import atomic_path, validate
+from stages._io import atomic_path, csv_text, csv_writer, validate
 from stages.domain import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
 
 if TYPE_CHECKING:
@@ -69,11 +68,12 @@ def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFr
 
 
 def to_release_csv(bench: pd.DataFrame) -> str:
-    """The CSV text, formatted as the release (JSON list cells, pandas float repr, LF)."""
+    """The CSV text, formatted as the release (JSON list cells, pandas float repr, LF), every
+    cell spreadsheet-safe (:func:`stages._io.csv_text`; no released cell needs a change)."""
     out = bench.copy()
     for col in ("candidates", "associations"):
         out[col] = out[col].map(json.dumps)
-    return out.to_csv(index=False, lineterminator="\n")
+    return csv_text(out, lineterminator="\n")
 
 
 def release_cell(value: Any) -> str:
@@ -98,8 +98,9 @@ def split_table(selection: pd.DataFrame, split: str) -> tuple[list[str], list[li
 
 
 def to_split_csv(header: list[str], rows: list[list[str]]) -> str:
+    """A release split file's text (CRLF), every cell spreadsheet-safe (:func:`stages._io.csv_writer`)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\r\n")
+    w = csv_writer(buf, lineterminator="\r\n")
     w.writerow(header)
     w.writerows(rows)
     return buf.getvalue()
@@ -261,12 +262,12 @@ def run(params: Params) -> Metrics:
     selection = catalog.read_table("selection")
     bench = catalog.write_table(benchmark_table(selection), "benchmark")
     with atomic_path(catalog.path("benchmark_csv", "write"), ".csv") as tmp:
-        tmp.write_text(to_release_csv(bench))
+        tmp.write_text(to_release_csv(bench), encoding="utf-8")
     split_counts = {}
     for split, name in SPLIT_FILES.items():
         header, rows = split_table(selection, split)
         with atomic_path(catalog.path(name, "write"), ".csv") as tmp:
-            tmp.write_text(to_split_csv(header, rows))
+            tmp.write_text(to_split_csv(header, rows), encoding="utf-8")
         split_counts[split] = len(rows)
 
     images = accepted_images(catalog.read_table("ocr"))

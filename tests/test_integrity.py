@@ -179,7 +179,10 @@ def _build(raw: Path, thr: float = 0.8, ledger=None):
 
 
 def _batch(raw: Path, name: str, ids: list[str], weak: tuple[str, ...] = ()) -> None:
-    write_jsonl(raw / name / "creations.jsonl", [creation(i, cue=f"cue{i}") for i in ids])
+    write_jsonl(
+        raw / name / "creations.jsonl",
+        [creation(i, cue="cue" + i.translate(str.maketrans("0123456789", "abcdefghij"))) for i in ids],
+    )
     rows = []
     for i in ids:
         for w in ("S1", "S2", "S3"):

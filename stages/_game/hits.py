@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from stages._game import game_sets
+from stages._io import csv_writer
 from stages.config import Params
 from stages.domain import K_LIMITS
 from stages.errors import GavilError
@@ -111,7 +112,7 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
     cands = _field(cols["candidates"])
     written = [out / "creation_tasks.csv", out / "creation.html"]
     with open(written[0], "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+        w = csv_writer(f)
         w.writerow(["set_id", cands, "payload"])
         for s in sets:
             lo, hi = K_LIMITS[len(s.candidates)]
@@ -146,7 +147,7 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
         open(creations, newline="", encoding="utf-8-sig") as f,
         open(solve_csv, "w", newline="", encoding="utf-8") as g,
     ):
-        w = csv.writer(g)
+        w = csv_writer(g)
         w.writerow([_field(cols["instance_id"]), "payload"])
         skipped = 0
         for row in csv.DictReader(f):

@@ -21,7 +21,6 @@ import secrets
 import sqlite3
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from stages._game.rival import Rival
 from stages._game_store import checkpoint, connect, read_submissions, transaction
 from stages._privacy import hash_annotator
 from stages.domain import K_LIMITS, clean_cue, normalize_name
+from stages.names import NameError_, clean_display_name
 from stages.winogavil import jaccard, solvable_by_humans
 
 LEASE_S = 600.0  # seconds a served solve stays reserved for its player
@@ -66,13 +66,15 @@ def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
 
 
 def clean_name(name: object) -> str:
-    """A display name: NFC, trimmed, 1-32 characters, no control or format characters."""
+    """A display name by :func:`stages.names.clean_display_name`: NFKC (a full-width name is its
+    ASCII twin), trimmed, 1 to ``MAX_NAME`` code points, no invisible character, one script.
+    Raises GameError 400 with the reason."""
     if not isinstance(name, str):
         raise GameError(400, "choose a display name")
-    n = unicodedata.normalize("NFC", name).strip()
-    if not 1 <= len(n) <= MAX_NAME or any(unicodedata.category(c)[0] == "C" for c in n):
-        raise GameError(400, f"a display name has 1 to {MAX_NAME} visible characters")
-    return n
+    try:
+        return clean_display_name(name, MAX_NAME)
+    except NameError_ as e:
+        raise GameError(400, f"{e} (a display name has 1 to {MAX_NAME} visible characters)") from None
 
 
 def _positions(selection: object, n: int) -> list[int]:

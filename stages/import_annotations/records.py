@@ -27,6 +27,7 @@ from stages.domain import (
     RELEASE_SWOW_COLUMNS,
     normalize_name,
 )
+from stages.names import NameError_, clean_word
 from stages.winogavil import k_is_valid
 
 GAME_HEADER = list(RELEASE_GAME_COLUMNS)
@@ -45,6 +46,9 @@ class RowError(ValueError):
 def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
     """A JSON list of non-empty strings (cell text or an already-parsed list), stripped.
 
+    Each name must pass the word policy (:func:`stages.names.clean_word` with phrases: letters and
+    marks, internal hyphens/apostrophes, single spaces; no invisible character; one script; at
+    most :data:`stages.names.MAX_WORD` code points) and is taken in its NFKC form.
     Names in it must be distinct after :func:`stages.domain.normalize_name` (NFC, trimmed,
     case-folded): ``["Dog", "dog"]`` is a RowError. With ``normalize`` the normalised names are
     returned (raw annotations are stored in that form); otherwise the stripped names as given
@@ -57,11 +61,15 @@ def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
             raise RowError(f"{column}: not a JSON list ({e.msg})") from e
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RowError(f"{column}: must be a JSON list of non-empty strings")
+    try:  # image concepts: the word policy of stages.names (phrases of letters, no invisible characters)
+        value = [clean_word(v, f"{column[:-1]} name", phrase=True) for v in value]
+    except NameError_ as e:
+        raise RowError(str(e)) from None
     names = [normalize_name(v) for v in value]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise RowError(f"{column} contain duplicates after normalisation (NFC, trimmed, case-folded): {dup}")
-    return names if normalize else [v.strip() for v in value]
+        raise RowError(f"{column} contain duplicates after normalisation (NFKC, trimmed, case-folded): {dup}")
+    return names if normalize else value
 
 
 def parse_id(value: Any, column: str) -> str:

@@ -1,6 +1,7 @@
 """Released WinoGAViL files: :func:`import_release_file` recognises the game, dataset or swow
 layout by header and imports each row as published (solver means/stds and fool-the-AI scores kept,
-cues not re-filtered); a bad row becomes a ``release`` reject.
+cues not re-filtered by the profanity check; every cue and name passes the word policy of
+:mod:`stages.names`); a bad row becomes a ``release`` reject.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from stages.import_annotations.records import (
     parse_int,
     parse_list,
 )
+from stages.names import NameError_, clean_word
 
 
 def _opt_text(value: object, column: str) -> str | None:
@@ -65,7 +67,10 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
             cue = rec["cue"]
             if not isinstance(cue, str) or not cue.strip():
                 raise RowError("cue is not a non-empty string")
-            cue = cue.strip()
+            try:  # released cues may be phrases ("lord of the rings"); the word policy still holds
+                cue = clean_word(cue, "cue", phrase=True)
+            except NameError_ as e:
+                raise RowError(str(e)) from None
             fool = parse_int(rec["score_fool_the_ai"], "score_fool_the_ai") if "score_fool_the_ai" in rec else None
             if fool is not None and not 0 <= fool <= 100:
                 raise RowError(f"score_fool_the_ai={fool} outside 0..100")

@@ -13,6 +13,7 @@ from stages import catalog
 from stages.errors import MissingInput, ParamsError
 from stages.ingest_concepts.formats import FORMATS, SwowFormatError, detect_format
 from stages.ingest_concepts.readers import Read, read_swow_r100, read_swow_strength, read_winogavil_swow
+from stages.names import word_reason
 
 if TYPE_CHECKING:
     from stages.config import Params
@@ -23,6 +24,34 @@ class IngestResult:
     concepts: pd.DataFrame
     edges: pd.DataFrame
     metrics: dict[str, Any]
+    #: edges and candidates refused by the name policy: cue, response (None for a candidate), reason
+    rejects: pd.DataFrame | None = None
+
+
+def reject_bad_names(
+    edges: pd.DataFrame, candidates: list[str] | None
+) -> tuple[pd.DataFrame, list[str] | None, pd.DataFrame]:
+    """Split off the edges whose cue or response, and the candidates, that fail the word policy
+    (:func:`stages.names.word_reason`: phrases of letters; no invisible character such as
+    ``moon\u200b`` or an RLO; one script; at most :data:`stages.names.MAX_WORD` code points).
+
+    Returns (kept edges, kept candidates, rejects: one row per refused edge or candidate with
+    ``cue``, ``response`` (None for a candidate) and ``reason``, in input order). Pure."""
+    names = pd.unique(pd.concat([edges["cue"], edges["response"], pd.Series(candidates or [], dtype=object)]))
+    reason = {n: r for n in names if (r := word_reason(n)) is not None}
+    if not reason:
+        return edges, candidates, pd.DataFrame({"cue": [], "response": [], "reason": []}, dtype=object)
+    cue_r, resp_r = edges["cue"].map(reason), edges["response"].map(reason)
+    bad = cue_r.notna() | resp_r.notna()
+    why = cue_r.where(cue_r.notna(), resp_r)
+    rej = pd.DataFrame({"cue": edges["cue"][bad], "response": edges["response"][bad], "reason": why[bad]})
+    bad_c = [c for c in candidates or [] if c in reason]
+    rej = pd.concat(
+        [rej, pd.DataFrame({"cue": bad_c, "response": [None] * len(bad_c), "reason": [reason[c] for c in bad_c]})],
+        ignore_index=True,
+    )
+    kept_c = None if candidates is None else [c for c in candidates if c not in reason]
+    return edges[~bad].reset_index(drop=True), kept_c, rej.astype(object)
 
 
 def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] | None = None) -> IngestResult:
@@ -75,7 +104,9 @@ def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> Inges
 
     Names are stored normalised (:func:`stages.ingest_concepts.formats.name_form`). Metrics add
     ``dropped_cues`` (by reason), ``merged_by_normalisation`` (cues and (cue, response) pairs
-    that became one) and ``name_form``.
+    that became one), ``name_form`` and ``rejected_names`` (edges and candidates whose word fails
+    the name policy of :mod:`stages.names`: each is a row of ``IngestResult.rejects`` with its
+    reason, never silently kept or dropped).
 
     Raises:
         MissingInput: if ``path`` does not exist (message says how to point at it).
@@ -99,11 +130,22 @@ def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> Inges
         read = read_swow_strength(path, fmt, lowercase)
     else:
         read = read_winogavil_swow(path, lowercase)
-    if read.edges.empty:
+    edges, candidates, rejects = reject_bad_names(read.edges, read.candidates)
+    if edges.empty:
         dropped = read.stats["dropped_cues"]["no_valid_responses"]
-        raise SwowFormatError(path, None, None, f"no cue has a valid response ({dropped} cues, all dropped)")
-    result = build_tables(read.edges, fmt, read.candidates)
+        why = (
+            f"; {len(rejects)} edges refused by the name policy, e.g. {rejects['reason'].iloc[0]}"
+            if len(rejects)
+            else ""
+        )
+        raise SwowFormatError(path, None, None, f"no cue has a valid response ({dropped} cues, all dropped){why}")
+    result = build_tables(edges, fmt, candidates)
+    result = IngestResult(result.concepts, result.edges, result.metrics, rejects)
     result.metrics.update(read.stats)
+    result.metrics["rejected_names"] = {
+        "edges": int(rejects["response"].notna().sum()),
+        "candidates": int(rejects["response"].isna().sum()),
+    }
     result.metrics["name_form"] = "nfc_trim_casefold" if lowercase else "nfc_trim"
     result.metrics["input"] = str(path)
     return result
