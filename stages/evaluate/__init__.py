@@ -100,8 +100,10 @@ def release_predictions(folder: Path | None) -> pd.DataFrame:
     Raises:
         MissingInput: ``folder`` lacks one of the release's ``*_with_predictions.csv`` files.
     """
-    rows = []
-    for name, dataset in RELEASE_FILES.items() if folder is not None else ():
+    rows: list[dict[str, Any]] = []
+    if folder is None:
+        return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
+    for name, dataset in RELEASE_FILES.items():
         path = folder / name
         if not path.exists():
             raise MissingInput(
