@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from stages.errors import GavilError
+
 STORE_FILE = "game.sqlite"
 
 SCHEMA = """
@@ -111,6 +113,89 @@ def checkpoint(con: sqlite3.Connection) -> None:
     con.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
 
 
+#: The store's schema version (``PRAGMA user_version``); 0 is a store from before versioning.
+SCHEMA_VERSION = 1
+#: What :func:`read_submissions` needs of each table (a store missing one was not written by the
+#: game, or lost part of its schema).
+READ_COLUMNS = {
+    "creations": (
+        "seq",
+        "instance_id",
+        "task_id",
+        "spymaster_id",
+        "cue",
+        "candidates",
+        "associations",
+        "score_fool_the_ai",
+        "rival_status",
+    ),
+    "solves": ("seq", "instance_id", "solver_id", "selection"),
+}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class GameStoreError(GavilError):
+    """The game's store cannot be read: damaged, truncated, foreign, newer, or a malformed row.
+
+    The message is one line naming the store file (and the table and ``seq`` of a bad row).
+    """
+
+
+def _fail(path: Path, problem: str, fix: str = "") -> GameStoreError:
+    fix = fix or (
+        "restore game.sqlite from a backup (the import never modifies it), or move it away if no game was played"
+    )
+    return GameStoreError(f"game store {path}: {problem}; {fix}")
+
+
+def _json_list(path: Path, table: str, seq: object, column: str, value: object) -> Any:
+    """``value`` parsed as JSON (the row's validation judges its shape); a cell that is not JSON
+    text is a damaged row, named by table and ``seq``."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(f"a {type(value).__name__}, not JSON text")
+        return json.loads(value)
+    except ValueError as e:  # json.JSONDecodeError is a ValueError
+        problem = f"{table} row seq {seq}, column {column!r}: not JSON ({e})"
+        raise _fail(
+            path, problem, "repair or delete that row (sqlite3), or restore game.sqlite from a backup"
+        ) from None
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection (never changes the file: no journal-mode switch, no schema)."""
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    if not head:
+        raise _fail(path, "the file is empty (0 bytes): the game always writes its tables, so it was truncated")
+    if head != _SQLITE_MAGIC:
+        raise _fail(path, "not an SQLite database (wrong file header)")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA busy_timeout = 30000")
+    return con
+
+
+def _check_schema(path: Path, con: sqlite3.Connection) -> None:
+    """Raise :class:`GameStoreError` unless the store is intact and has the game's read columns."""
+    bad = [r[0] for r in con.execute("PRAGMA quick_check")]
+    if bad != ["ok"]:
+        raise _fail(path, f"damaged (SQLite quick_check: {bad[0]})")
+    version = con.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        problem = f"written by a newer gavil (schema version {version} > {SCHEMA_VERSION})"
+        raise _fail(path, problem, "import it with that newer version (git pull, pip install -e .)")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, columns in READ_COLUMNS.items():
+        if table not in tables:
+            found = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))) or "none"
+            raise _fail(path, f"no table {table!r} (tables: {found}): not a complete game store")
+        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise _fail(path, f"table {table!r} has no column {missing[0]!r} (columns: {', '.join(sorted(have))})")
+
+
 def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(creations, solves) of a store as raw annotation records, read in one snapshot.
 
@@ -118,18 +203,24 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     the import's "line") and the fields of :class:`schemas.raw.RawCreation` /
     :class:`schemas.raw.RawSolve` (player ids as stored: the import hashes them). A creation's
     ``score_fool_the_ai`` is null unless a trained rival scored it (``rival_status`` ok): random
-    weights' scores never enter the benchmark. Returns two empty lists for a missing file.
+    weights' scores never enter the benchmark. Returns two empty lists for a missing file. The
+    file is opened read-only: reading never changes it.
+
+    Raises:
+        GameStoreError: the file is empty (0 bytes), not SQLite, damaged or truncated (SQLite's
+            ``quick_check``), of a newer schema (``user_version`` > :data:`SCHEMA_VERSION`), lacks a
+            table or column of :data:`READ_COLUMNS`, or a row's list cell is not JSON text.
     """
     path = Path(path)
     if not path.is_file():
         return [], []
-    con = connect(path, create=False)
+    try:
+        con = _open_read_only(path)
+    except sqlite3.Error as e:
+        raise _fail(path, f"cannot be opened ({e})") from None
     try:
         con.execute("BEGIN")  # one read snapshot for both tables
-        has = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"creations", "solves"} <= has:
-            con.execute("COMMIT")
-            return [], []
+        _check_schema(path, con)
         creations = [
             {
                 "seq": r["seq"],
@@ -137,24 +228,26 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 "task_id": r["task_id"],
                 "spymaster_id": r["spymaster_id"],
                 "cue": r["cue"],
-                "candidates": json.loads(r["candidates"]),
-                "associations": json.loads(r["associations"]),
+                "candidates": _json_list(path, "creations", r["seq"], "candidates", r["candidates"]),
+                "associations": _json_list(path, "creations", r["seq"], "associations", r["associations"]),
                 "score_fool_the_ai": r["score_fool_the_ai"] if r["rival_status"] == "ok" else None,
                 "rival_status": r["rival_status"],
                 "images_source": "random",
             }
-            for r in con.execute("SELECT * FROM creations ORDER BY seq")
+            for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['creations'])} FROM creations ORDER BY seq")
         ]
         solves = [
             {
                 "seq": r["seq"],
                 "instance_id": r["instance_id"],
                 "solver_id": r["solver_id"],
-                "selection": json.loads(r["selection"]),
+                "selection": _json_list(path, "solves", r["seq"], "selection", r["selection"]),
             }
-            for r in con.execute("SELECT seq, instance_id, solver_id, selection FROM solves ORDER BY seq")
+            for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['solves'])} FROM solves ORDER BY seq")
         ]
         con.execute("COMMIT")
         return creations, solves
+    except sqlite3.Error as e:  # SQLITE_CORRUPT and the like, met while reading a page
+        raise _fail(path, f"damaged ({e})") from None
     finally:
         con.close()

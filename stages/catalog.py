@@ -424,13 +424,36 @@ def read_table(name: str, root: str | os.PathLike = ".") -> pd.DataFrame:
 def write_table(df: pd.DataFrame, name: str, root: str | os.PathLike = ".") -> pd.DataFrame:
     """Validate ``df`` against table ``name``'s model and write it atomically; returns the validated frame.
 
+    A zero-row ``df`` gets the schema's missing columns (:func:`empty_table`), so a stage whose
+    input is empty writes a valid empty table without building one by hand.
+
     Raises:
         UndeclaredAccess: during a stage run, ``name`` is not among the stage's writes.
         pandera.errors.SchemaErrors / schemas.ListColumnError: ``df`` breaks the contract
             (nothing is written then).
     """
     t = _table(name)
+    if len(df) == 0:
+        df = _with_schema_columns(df, name)
     return _io.write_parquet(df, path(name, "write", root), t.schema())
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """A zero-row frame with table ``name``'s columns, in order, and dtypes (what a stage writes
+    when its input has no rows: every table exists, passes its schema, and reads back)."""
+    cols = _table(name).schema().to_schema().columns
+    return pd.DataFrame({c: pd.Series(dtype=col.dtype.type) for c, col in cols.items()})
+
+
+def _with_schema_columns(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """A zero-row ``df`` (often ``pd.DataFrame([])`` of no records, which has no columns at all)
+    completed with the schema's missing columns and their dtypes. Only for zero rows, so no value
+    is invented; a column the schema does not know is kept, and still refused by the schema."""
+    empty = empty_table(name)
+    for c in empty.columns:
+        if c not in df.columns:
+            df = df.assign(**{c: empty[c]})
+    return df
 
 
 def exists(name: str, root: str | os.PathLike = ".") -> bool:

@@ -352,3 +352,82 @@ def test_gavil_stage_prints_file_line_column_and_exits_2(tmp_path):
     assert out.returncode == 2, out.stdout + out.stderr
     assert "strength.SWOW-EN.R1.csv, line 3, column 'response'" in out.stderr and "also on line 2" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3, out.stderr
+
+
+# --------------------------------------------------------------------------- issue 24: other layouts
+STRENGTH_ROWS = [
+    ("moon", "sun", 40, 100, 0.4),
+    ("moon", "night, dark", 35, 100, 0.35),  # a comma and a quote inside a word: the writer quotes them
+    ("moon", 'say "hi"', 5, 100, 0.05),
+    ("rocket", "space", 50, 90, 0.555556),
+]
+
+
+def _strength_text(sep: str, quoting: int, newline: str, rows=STRENGTH_ROWS, kind: str = "R1") -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter=sep, quoting=quoting, lineterminator=newline)
+    w.writerow(["cue", "response", kind, "N", f"{kind}.Strength"])
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("sep", ["\t", ",", ";"])
+@pytest.mark.parametrize("quoting", ["minimal", "all"])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_strength_file_in_any_spreadsheet_layout_reads_the_same_edges(tmp_path, sep, quoting, newline, bom):
+    """Property: whatever separator, quoting, line end or BOM a CSV writer used, the edges are the same."""
+    import csv
+
+    q = {"minimal": csv.QUOTE_MINIMAL, "all": csv.QUOTE_ALL}[quoting]
+    rows = STRENGTH_ROWS if sep != "\t" or quoting == "all" else [r for r in STRENGTH_ROWS if '"' not in r[1]]
+    text = _strength_text(sep, q, newline, rows)
+    path = tmp_path / "strength.SWOW-EN.R1.csv"
+    path.write_bytes(("\ufeff" if bom else "").encode() + text.encode())
+    assert detect_format(path) == "swow_strength_r1"
+    res = ingest(path)
+    validate(res.edges, Edges)
+    got = {(c, r): n for c, r, n in zip(res.edges["cue"], res.edges["response"], res.edges["r1_count"])}
+    assert got == {(c, r.lower()): n for c, r, n, _, _ in rows}
+
+
+def test_tab_strength_file_unquoted_keeps_quotes_as_part_of_a_word(tmp_path):
+    """The published layout (tab, no quoting): a word starting with a quote is data, not quoting."""
+    path = write(tmp_path, "strength.SWOW-EN.R1.csv", 'cue\tresponse\tR1\tN\tR1.Strength\nmoon\t"sun\t4\t10\t0.4\n')
+    assert list(ingest(path).edges["response"]) == ['"sun']
+
+
+@pytest.mark.parametrize(
+    ("sep", "bad", "column"),
+    [
+        (",", "moon,sun,4,10,0.4,extra", None),
+        (";", "moon;sun;four;10;0.4", "R1"),
+        (",", 'moon,"sun,4,10,0.4', None),
+        (",", "moon,sun,4,10,0.9", "R1.Strength"),
+    ],
+)
+def test_comma_and_semicolon_strength_errors_name_file_and_line(tmp_path, sep, bad, column):
+    head = sep.join(["cue", "response", "R1", "N", "R1.Strength"])
+    path = write(tmp_path, "s.csv", f"{head}\nrocket{sep}space{sep}5{sep}10{sep}0.5\n{bad}\n")
+    with pytest.raises(SwowFormatError) as info:
+        ingest(path)
+    assert info.value.path == str(path) and info.value.line == 3, str(info.value)
+    if column:
+        assert info.value.column == column, str(info.value)
+
+
+@pytest.mark.parametrize(
+    "marker", ["Unknown word", "unknown word", " UNKNOWN WORD ", "no more responses", "No  more responses\t"]
+)
+def test_non_response_markers_any_case_and_spacing_are_not_responses(tmp_path, marker):
+    rows = R100_ROWS[:1] + [R100_ROWS[0].replace('"1",1,10', '"5",5,15').replace('"sun"', f'"{marker}"')]
+    res = ingest(write(tmp_path, "SWOW-EN.R100.csv", R100_HEADER + "".join(rows)))
+    assert not any("word" in r or "responses" in r for r in res.edges["response"])
+    e = res.edges.set_index(["cue", "response"])
+    assert e.loc[("moon", "sun"), "r1_count"] == 1 and e.loc[("moon", "night"), "r123_count"] == 2
+    text = f"cue\tresponse\tR1\tN\tR1.Strength\nmoon\tsun\t4\t10\t0.4\nmoon\t{marker.strip(chr(9))}\t2\t10\t0.2\n"
+    res = ingest(write(tmp_path, "strength.SWOW-EN.R1.csv", text))
+    assert list(res.edges["response"]) == ["sun"] and res.metrics["non_response_rows"] == 1

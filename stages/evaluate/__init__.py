@@ -93,9 +93,16 @@ def benchmark_instances(selection: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def release_predictions(folder: Path) -> pd.DataFrame:
-    """The release's stored CLIP ViT-B/32 predictions as :class:`schemas.evaluate.EvalPredictions` rows."""
-    rows = []
+def release_predictions(folder: Path | None) -> pd.DataFrame:
+    """The release's stored CLIP ViT-B/32 predictions as :class:`schemas.evaluate.EvalPredictions` rows
+    (none when ``folder`` is None: ``evaluate.release_predictions_dir`` empty, a project without the release).
+
+    Raises:
+        MissingInput: ``folder`` lacks one of the release's ``*_with_predictions.csv`` files.
+    """
+    rows: list[dict[str, Any]] = []
+    if folder is None:
+        return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
     for name, dataset in RELEASE_FILES.items():
         path = folder / name
         if not path.exists():
@@ -312,12 +319,13 @@ def run(params: Params) -> Metrics:
                 }
             )
         )
-    release = release_predictions(Path(p.release_predictions_dir))
+    release_dir = Path(p.release_predictions_dir) if p.release_predictions_dir else None  # "": no release
+    release = release_predictions(release_dir)
     text_frames, text_meta = paper.text_rows(params, inst, cache, opt, rand)  # Table 7 rows (names, captions)
     pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
-    paired_metrics = paired.run(inst, pred, Path(p.release_predictions_dir), p.bootstrap, p.seed)
+    paired_metrics = paired.run(inst, pred, release_dir, p.bootstrap, p.seed)
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in sel.groupby(["dataset", "group"])}
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:

@@ -36,6 +36,11 @@ PAPER_TABLE6: dict[str, tuple[str, int, int]] = {
 STORED_MODEL = "clip-vit-b-32 (release predictions)"
 
 
+def no_types() -> pd.DataFrame:
+    """What :func:`load_types` returns for a project without the release file: no rows."""
+    return pd.DataFrame(columns=["ID", "cue", "candidates", "associations", "predictions", "labels"])
+
+
 def load_types(path: str | Path) -> pd.DataFrame:
     """The file as a frame with parsed lists/maps: ID, cue, candidates, associations, predictions, labels.
 

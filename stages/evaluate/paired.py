@@ -249,7 +249,8 @@ def summary(paired: pd.DataFrame) -> dict[str, dict[str, float | None]]:
 
 
 def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    """The release's game rows with their stored top-K lists (``clip_vit_32_predictions``).
+    """The release's game rows with their stored top-K lists (``clip_vit_32_predictions``); none
+    when ``folder`` is None.
 
     Returns:
         (instances: instance_id, cue, candidates, associations; instance_id -> predicted list).
@@ -258,7 +259,7 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
     from pathlib import Path
 
     frames = []
-    for name in files:
+    for name in files if folder is not None else ():
         d = pd.read_csv(Path(folder) / name)
         frames.append(
             pd.DataFrame(
@@ -271,6 +272,8 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
                 }
             )
         )
+    if not frames:  # no release folder (evaluate.release_predictions_dir empty)
+        return pd.DataFrame(columns=["instance_id", "cue", "candidates", "associations"]), {}
     df = pd.concat(frames, ignore_index=True)
     return df.drop(columns="predictions"), dict(zip(df["instance_id"], df["predictions"]))
 

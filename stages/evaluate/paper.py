@@ -41,7 +41,8 @@ def text_rows(
 ) -> tuple[list[pd.DataFrame], dict[str, Any]]:
     """Prediction frames of the Table 7 text baselines and what :func:`analyses` needs about them."""
     p = params.paper
-    caps = captions.load_captions(Path(p.release_dir) / p.captions_file)
+    # paper.release_dir "": a project without the release (no captions: caption rows say so)
+    caps = captions.load_captions(Path(p.release_dir) / p.captions_file) if p.release_dir else {}
     frames, model_ids, status, text_keys = [], {}, {}, {}
     for entry in p.text_models:
         spec = ModelSpec.from_params(entry)
@@ -100,7 +101,8 @@ def _supervised(
         for feat in s.features:
             game = inst[inst["dataset"] == "game"]
             if feat == "captions":
-                game = game[game["candidates"].map(lambda cs: all(c in caps for c in cs))]
+                # a bool mask even for zero rows (an empty object Series would select columns)
+                game = game[game["candidates"].map(lambda cs: all(c in caps for c in cs)).astype(bool)]
             texts = {str(c): str(c) for c in game["cue"]}
             texts |= {
                 (caps[c] if feat == "captions" else c): (caps[c] if feat == "captions" else c)
@@ -160,7 +162,11 @@ def analyses(
     }
     for v in t7_check.values():
         v["matches"] = v["ours"] == v["paper"]
-    types = association_types.load_types(Path(p.release_dir) / p.association_types_file)
+    types = (
+        association_types.load_types(Path(p.release_dir) / p.association_types_file)
+        if p.release_dir
+        else association_types.no_types()
+    )
     t6 = association_types.analyse(types, selection, pred)
     oc = [(m.name, m.model, m.pretrained) for m in params.evaluate.models if m.kind == "open_clip"]
     refs = published.reference_rows(oc)

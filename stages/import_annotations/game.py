@@ -33,8 +33,29 @@ SOLVE_FIELDS = ("instance_id", "solver_id", "selection")
 
 
 def read_game(path: Path) -> tuple[list[dict], list[dict]]:
-    """(creations, solves) of the store (see :func:`stages._game_store.read_submissions`)."""
+    """(creations, solves) of the store (see :func:`stages._game_store.read_submissions`).
+
+    Raises:
+        stages._game_store.GameStoreError: the store is empty (0 bytes), not SQLite, damaged,
+            foreign, newer, or has a malformed row (one line naming the store and the row).
+    """
     return read_submissions(path)
+
+
+def store_metrics(path: Path | None, creations: list[dict], solves: list[dict]) -> dict[str, object]:
+    """What the import found in the store, so a partial store is never a silent 0.
+
+    ``state``: ``absent`` (no file: no game was played), ``empty`` (the game's tables, no row) or
+    ``read``; ``creations_without_solves``: creations no solve answers yet (a counted warning:
+    they are imported, and select_instances needs solves to keep them).
+    """
+    if path is None or not path.is_file():
+        return {"state": "absent", "creations_without_solves": 0}
+    answered = {s["instance_id"] for s in solves}
+    return {
+        "state": "read" if creations or solves else "empty",
+        "creations_without_solves": sum(c["instance_id"] not in answered for c in creations),
+    }
 
 
 def import_game_creations(path: Path, creations: list[dict], state: ImportState) -> int:

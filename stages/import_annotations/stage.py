@@ -23,7 +23,7 @@ from stages._profanity import ProfanityFilter
 from stages.domain import normalize_name
 from stages.errors import GavilError, MissingInput
 from stages.import_annotations.crowd import import_crowd
-from stages.import_annotations.game import import_game_creations, import_game_solves, read_game
+from stages.import_annotations.game import import_game_creations, import_game_solves, read_game, store_metrics
 from stages.import_annotations.raw import import_creations, import_solves
 from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
@@ -72,6 +72,8 @@ def import_all(
 
     Raises:
         MissingInput: a listed release file does not exist.
+        stages._game_store.GameStoreError: the store exists but cannot be read (see
+            :func:`stages.import_annotations.game.read_game`); nothing is written then.
     """
     ids = frozenset(BASE_ID_COLUMNS) | frozenset(identity_columns)
     state = ImportState(key, flag_cue or (lambda cue: None), ids)
@@ -145,6 +147,7 @@ def import_all(
             "solves": len(game_solves),
             "untrained_scores_imported_as_null": untrained,
         },
+        "game_store": store_metrics(game_store, game_creations, game_solves),
     }
     return ImportResult(inst, sol, rej, metrics)
 
@@ -206,6 +209,13 @@ def run(params: Params) -> dict[str, Any]:
     if res.metrics["ignored_files"]:
         shown = ", ".join(res.metrics["ignored_files"][:5])
         print(f"import_annotations: not read (not a known batch file name): {shown}", file=sys.stderr)
+    waiting = res.metrics["game_store"]["creations_without_solves"]
+    if waiting:
+        print(
+            f"import_annotations: game store: {waiting} creation(s) have no solve yet "
+            "(metrics game_store.creations_without_solves)",
+            file=sys.stderr,
+        )
     fp_path = catalog.path("annotator_key_fingerprint", "write")
     previous = json.loads(fp_path.read_text()).get("fingerprint") if fp_path.exists() else None
     hashes_ids = bool(

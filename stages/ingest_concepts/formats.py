@@ -14,8 +14,18 @@ import pandas as pd
 from stages.domain import RELEASE_SWOW_COLUMNS, normalize_name
 from stages.errors import GavilError
 
-#: SWOW tokens that are not responses (SWOW-EN documentation).
+#: SWOW tokens that are not responses (SWOW-EN documentation); compared by :func:`non_response_form`.
 NON_RESPONSES = frozenset({"Unknown word", "No more responses"})
+
+
+def non_response_form(value: str) -> str:
+    """How a value is compared with :data:`NON_RESPONSES`: whitespace runs collapsed and trimmed,
+    case-folded (``" unknown  WORD "`` is the marker "Unknown word")."""
+    return " ".join(value.split()).casefold()
+
+
+#: :data:`NON_RESPONSES` in :func:`non_response_form`.
+NON_RESPONSE_FORMS = frozenset(non_response_form(v) for v in NON_RESPONSES)
 R100_HEADER = (
     "",
     "id",
@@ -119,7 +129,9 @@ def names_of(values: pd.Series, lowercase: bool) -> Names:
 
 # --------------------------------------------------------------------------- detection
 def delimiter_of(first_line: str) -> str:
-    return "\t" if "\t" in first_line else ","
+    """The field separator of a header line: the most frequent of tab, comma and semicolon (no
+    header name holds one; ties, e.g. a one-field line, go to tab, then comma)."""
+    return max(("\t", ",", ";"), key=first_line.count)
 
 
 def first_line(path: str | Path) -> tuple[str, ...]:
@@ -170,6 +182,6 @@ def detect_format(path: str | Path) -> str:
         1,
         None,
         f"unrecognised header {list(fields[:6])}...: expected SWOW-EN.R100 ({list(R100_HEADER[1:4])}...), "
-        f"strength.SWOW-EN.R1/R123 (tab-separated {list(STRENGTH_HEADERS['swow_strength_r1'])}) or the "
+        f"strength.SWOW-EN.R1/R123 (tab, comma or semicolon-separated {list(STRENGTH_HEADERS['swow_strength_r1'])}) or the "
         "WinoGAViL swow.csv; or set ingest.format explicitly",
     )

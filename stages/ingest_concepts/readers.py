@@ -17,7 +17,7 @@ import pyarrow.csv as pacsv
 
 from stages.ingest_concepts.formats import (
     BLOCK_SIZE,
-    NON_RESPONSES,
+    NON_RESPONSE_FORMS,
     R100_HEADER,
     STRENGTH_HEADERS,
     STRENGTH_TOL,
@@ -25,8 +25,10 @@ from stages.ingest_concepts.formats import (
     Names,
     SwowFormatError,
     check_header,
+    delimiter_of,
     name_form,
     names_of,
+    non_response_form,
 )
 from stages.ingest_concepts.locate import (
     HEADER_ONLY,
@@ -115,7 +117,7 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
 
     Edges: cue, response, r1_count, r123_count (Int64), r1_strength, r123_strength (fractions of
     the cue's valid R1 / R1..R3 responses). Missing values (unquoted NA) and
-    :data:`NON_RESPONSES` are not responses; a quoted "NA" is the word "NA". A cue with no valid
+    :data:`NON_RESPONSES` (any case, surrounding whitespace) are not responses; a quoted "NA" is the word "NA". A cue with no valid
     response is dropped and counted (``dropped_cues``).
 
     Raises:
@@ -148,7 +150,7 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
         ],
     )
     # a response: not NA, not a SWOW non-response token, not blank (judged once per distinct value)
-    ok = np.array([v.strip() not in NON_RESPONSES and v.strip() != "" for v in response.raw] + [False])
+    ok = np.array([non_response_form(v) not in NON_RESPONSE_FORMS and v.strip() != "" for v in response.raw] + [False])
     keep = ok[response.raw_codes]  # code -1 (NA) picks the trailing False
     # count on integer codes: (cue, response) pairs numbered in first-seen order (R1 rows first)
     at = np.flatnonzero(keep)
@@ -176,7 +178,14 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
 
 # --------------------------------------------------------------------------- strength files
 def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Read:
-    """Read ``strength.SWOW-EN.R1.csv`` or ``...R123.csv`` (tab-separated, unquoted).
+    """Read ``strength.SWOW-EN.R1.csv`` or ``...R123.csv``.
+
+    The published files are tab-separated and unquoted (a ``"`` is part of a word). The separator
+    is taken from the header line (tab, comma or semicolon, as a spreadsheet re-saves the file);
+    fields may be quoted (``"a, b"``, doubled ``""``) when the separator is not a tab or the header
+    itself is quoted. A UTF-8 BOM and CRLF line ends are accepted. Rows whose response is a SWOW
+    non-response marker (:data:`NON_RESPONSES`, any case) are dropped and counted
+    (``non_response_rows``).
 
     Edges: cue, response and the r1_* or r123_* count/strength columns (the others null).
     Each row: cue and response non-empty, 0 <= count <= N, N > 0, strength in [0, 1] and equal
@@ -189,11 +198,15 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
         SwowFormatError: with file, line and column of the first malformed row.
     """
     path = Path(path)
-    layout = Layout(STRENGTH_HEADERS[fmt], "\t", csv.QUOTE_NONE)
+    with open(path, "rb") as f:  # the separator and quoting, from the raw header line
+        head = f.readline().decode("utf-8-sig", errors="replace")
+    sep = delimiter_of(head)
+    quoted = sep != "\t" or '"' in head
+    layout = Layout(STRENGTH_HEADERS[fmt], sep, csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
     kind, scol = layout.header[2], layout.header[4]  # "R1"/"R123", "R1.Strength"/...
     types = {"cue": pa.string(), "response": pa.string(), kind: pa.int64(), "N": pa.int64(), scol: pa.float64()}
     checks = {"cue": _nonempty, "response": _nonempty, kind: _int_check, "N": _int_check, scol: _number_check}
-    parse = pacsv.ParseOptions(delimiter="\t", quote_char=False)
+    parse = pacsv.ParseOptions(delimiter=sep, quote_char='"' if quoted else False, double_quote=True)
     convert = pacsv.ConvertOptions(column_types=types, strings_can_be_null=False, null_values=[])
     df = _arrow(path, layout, parse, convert, checks)
     cue, resp = names_of(df["cue"], lowercase), names_of(df["response"], lowercase)
@@ -243,7 +256,10 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
             f"(strengths sum to {ssum:.4g} > 1)"
         )
         raise fail_at(path, layout, i, kind, problem)
-    return Read(*_merge_strength(df, kind, scol, cue, resp, first_of))
+    edges, candidates, stats = _merge_strength(df, kind, scol, cue, resp, first_of)
+    marker = np.array([non_response_form(v) in NON_RESPONSE_FORMS for v in edges["response"]], dtype=bool)
+    stats["non_response_rows"] = int(marker.sum())
+    return Read(edges[~marker].reset_index(drop=True), candidates, stats)
 
 
 def _merge_strength(
