@@ -41,3 +41,13 @@ class Edges(StrictModel):
     @pa.dataframe_check(error="(cue, response) pairs must be unique")
     def unique_pairs(cls, df: pd.DataFrame) -> bool:
         return not df.duplicated(["cue", "response"]).any()
+
+
+class NameRejects(StrictModel):
+    """One row per SWOW edge or release candidate refused by the name policy (``stages/names.py``):
+    an invisible or format character, mixed scripts, a non-word character or an over-long word.
+    The row keeps the input's text as read, so a reader can see what was refused and why."""
+
+    cue: Series[str] = pa.Field(description="the cue (or the refused candidate name)")
+    response: Series[str] = pa.Field(nullable=True, description="the response; null for a refused candidate")
+    reason: Series[str] = pa.Field(str_length={"min_value": 1}, description="which rule the name fails")

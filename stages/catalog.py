@@ -75,6 +75,12 @@ TABLES: tuple[Table, ...] = (
     Table("concepts", "data/ingest/concepts.parquet", "schemas.ingest:Concepts", "one row per SWOW concept"),
     Table("edges", "data/ingest/edges.parquet", "schemas.ingest:Edges", "SWOW cue -> response edges, ranked"),
     Table(
+        "name_rejects",
+        "data/ingest/name_rejects.parquet",
+        "schemas.ingest:NameRejects",
+        "SWOW edges and candidates refused by the name policy, with the reason",
+    ),
+    Table(
         "concept_filter",
         "data/profanity/concept_filter.parquet",
         "schemas.profanity:ConceptFilter",

@@ -149,7 +149,7 @@ def word_problem(t: str, phrase: bool) -> str | None:
         if not w:
             return "has a double space"
         if unicodedata.category(w[0])[0] != "L":
-            return f"word {shown(w)} must start with a letter"
+            return f"must start with a letter ({shown(w)} does not)" if w != t else "must start with a letter"
         for i, ch in enumerate(w):
             if _is_letter(ch):
                 continue

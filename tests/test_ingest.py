@@ -382,6 +382,8 @@ def test_strength_file_in_any_spreadsheet_layout_reads_the_same_edges(tmp_path, 
     """Property: whatever separator, quoting, line end or BOM a CSV writer used, the edges are the same."""
     import csv
 
+    from stages.names import word_reason
+
     q = {"minimal": csv.QUOTE_MINIMAL, "all": csv.QUOTE_ALL}[quoting]
     rows = STRENGTH_ROWS if sep != "\t" or quoting == "all" else [r for r in STRENGTH_ROWS if '"' not in r[1]]
     text = _strength_text(sep, q, newline, rows)
@@ -391,13 +393,25 @@ def test_strength_file_in_any_spreadsheet_layout_reads_the_same_edges(tmp_path, 
     res = ingest(path)
     validate(res.edges, Edges)
     got = {(c, r): n for c, r, n in zip(res.edges["cue"], res.edges["response"], res.edges["r1_count"])}
-    assert got == {(c, r.lower()): n for c, r, n, _, _ in rows}
+    # a separator or quote inside a response is parsed as one field, then refused by the name policy
+    # (stages/names.py: words are letters, marks, internal hyphens/apostrophes): a reject row, not a split word
+    words = [r for r in rows if word_reason(r[1]) is None]
+    assert got == {(c, r.lower()): n for c, r, n, _, _ in words}
+    assert res.rejects is not None
+    assert sorted(res.rejects["response"]) == sorted(r[1].lower() for r in rows if word_reason(r[1]) is not None)
 
 
 def test_tab_strength_file_unquoted_keeps_quotes_as_part_of_a_word(tmp_path):
     """The published layout (tab, no quoting): a word starting with a quote is data, not quoting."""
-    path = write(tmp_path, "strength.SWOW-EN.R1.csv", 'cue\tresponse\tR1\tN\tR1.Strength\nmoon\t"sun\t4\t10\t0.4\n')
-    assert list(ingest(path).edges["response"]) == ['"sun']
+    path = write(
+        tmp_path,
+        "strength.SWOW-EN.R1.csv",
+        'cue\tresponse\tR1\tN\tR1.Strength\nmoon\t"sun\t4\t10\t0.4\nmoon\tstar\t6\t10\t0.6\n',
+    )
+    res = ingest(path)
+    # read as the word '"sun' (not as quoting that swallows the next field), then refused by the name policy
+    assert list(res.edges["response"]) == ["star"]
+    assert res.rejects is not None and list(res.rejects["response"]) == ['"sun']
 
 
 @pytest.mark.parametrize(

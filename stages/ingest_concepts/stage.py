@@ -157,4 +157,6 @@ def run(params: Params) -> dict[str, Any]:
     result = ingest(p.path, p.format, p.lowercase)
     catalog.write_table(result.edges, "edges")
     catalog.write_table(result.concepts, "concepts")
+    rejects = result.rejects if result.rejects is not None else pd.DataFrame(columns=["cue", "response", "reason"])
+    catalog.write_table(rejects.astype({"cue": str, "reason": str}), "name_rejects")
     return result.metrics
