@@ -8,9 +8,25 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from stages._config_base import PosInt, Section, _runtime
+
+
+def _rate_limit(v: str) -> str:
+    """``v`` if it parses as one or more rate limits (``limits`` notation, each amount >= 1)."""
+    from limits import parse_many
+
+    try:
+        parsed = parse_many(v)
+    except ValueError:
+        parsed = []
+    if not parsed or any(lim.amount < 1 for lim in parsed):
+        raise ValueError(f"{v!r} is not a rate limit such as '20/minute' or '20/minute; 100/hour' (amounts >= 1)")
+    return v
+
+
+RateLimit = Annotated[str, AfterValidator(_rate_limit)]
 
 
 class BonusTier(Section):
@@ -30,7 +46,11 @@ class GameParams(Section):
     admin_token_env: str = _runtime("GAVIL_GAME_ADMIN_TOKEN")  # pause, export, raw submissions
     # the rival model is the score section's; true: random weights (labelled untrained everywhere)
     rival_random_weights: bool = _runtime(False)
-    submissions_per_minute: PosInt = _runtime(30)  # per session; more are refused (HTTP 429)
+    submissions_per_minute: PosInt = _runtime(30)  # per session and per account; more are refused (HTTP 429)
+    # throttles checked before any work (HTTP 429 + Retry-After), moving windows in `limits` notation:
+    join_limit_per_address: RateLimit = _runtime("30/minute; 100/hour")  # POST /api/join per client address
+    join_limit_per_code: RateLimit = _runtime("60/minute")  # POST /api/join per join code sent (right or wrong)
+    submission_limit_per_address: RateLimit = _runtime("120/minute")  # creates + solves per client address
     # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
     # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
     bonus_min_solvable: Annotated[float, Field(ge=0, le=1)] = _runtime(0.8)

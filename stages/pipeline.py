@@ -62,7 +62,12 @@ class StageSpec:
 
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("ingest_concepts", writes=("concepts", "edges", "name_rejects"), params=("ingest",), external=("${ingest.path}",)),
+    StageSpec(
+        "ingest_concepts",
+        writes=("concepts", "edges", "name_rejects"),
+        params=("ingest",),
+        external=("${ingest.path}",),
+    ),
     StageSpec("filter_profanity", reads=("concepts",), writes=("concept_filter",), params=("profanity",)),
     StageSpec(
         # the journal is not a DVC output (its segments are named per run); DVC leaves it alone
