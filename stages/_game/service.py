@@ -130,6 +130,7 @@ class Game:
         if params.identity == "shared_code" and not join_code:
             raise ValueError("game.identity shared_code needs a join code")
         self.join_code, self.admin_token, self.key, self.flag_cue = join_code, admin_token, key, flag_cue
+        self.clock: Callable[[], float] = time.time  # Unix seconds: issue and expiry of leases, row times
         self._local = threading.local()
         self._rate: dict[str, list[float]] = {}
         self._rate_lock = threading.Lock()
@@ -198,7 +199,7 @@ class Game:
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_INVITATIONS:
             raise GameError(400, f"count must be a whole number from 1 to {MAX_INVITATIONS}")
         codes = ["inv-" + secrets.token_urlsafe(16) for _ in range(count)]
-        now = time.time()
+        now = self.clock()
         with transaction(self.db) as db:
             db.executemany(
                 "INSERT INTO invitations (code_hash, created_at) VALUES (?, ?)", [(_sha(c), now) for c in codes]
@@ -224,7 +225,7 @@ class Game:
             raise GameError(403, "wrong join code: ask the operator for it")
         token = secrets.token_urlsafe(32)
         pid = "gp_" + secrets.token_hex(8)
-        now = time.time()
+        now = self.clock()
         try:
             with transaction(self.db) as db:
                 if not shared:
@@ -269,7 +270,7 @@ class Game:
                         db.execute(
                             "SELECT set_id, COUNT(*) FROM tasks t WHERE t.created_at > ? OR EXISTS"
                             " (SELECT 1 FROM creations c WHERE c.task_id = t.task_id) GROUP BY set_id",
-                            (time.time() - self.p.lease_s,),
+                            (self.clock() - self.p.lease_s,),
                         ).fetchall()
                     )
                     free = [s for s in self.order if s not in had]
@@ -278,7 +279,7 @@ class Game:
                     sid = min(free, key=lambda s: counts.get(s, 0))
                     tid = "gt_" + secrets.token_hex(8)
                     cands = json.dumps(list(self.sets[sid].candidates), ensure_ascii=False)
-                    db.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, sid, pid, cands, time.time()))
+                    db.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, sid, pid, cands, self.clock()))
                     row = db.execute("SELECT * FROM tasks WHERE task_id = ?", (tid,)).fetchone()
         cs = self.sets[row["set_id"]]
         cues = [r[0] for r in self.db.execute("SELECT cue FROM creations WHERE task_id = ? ORDER BY seq", (row[0],))]
@@ -328,7 +329,7 @@ class Game:
                         task["candidates"],
                         json.dumps([normalize_name(a) for a in assoc], ensure_ascii=False),
                         self.rival.status,
-                        time.time(),
+                        self.clock(),
                         "pending" if pending else "done",
                     ),
                 )
@@ -420,7 +421,7 @@ class Game:
         Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
         (sha256 in candidate order), ``k`` and ``expires_in_s``."""
         pid = self.player(token)
-        now = time.time()
+        now = self.clock()
         with transaction(self.db) as db:
             need = (
                 "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) + (SELECT COUNT(*) FROM leases o"
@@ -486,7 +487,7 @@ class Game:
                 db.execute(
                     "INSERT INTO solves (instance_id, solver_id, selection, jaccard, created_at, lease_id)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (c["instance_id"], pid, json.dumps(chosen, ensure_ascii=False), j, time.time(), lease_id),
+                    (c["instance_id"], pid, json.dumps(chosen, ensure_ascii=False), j, self.clock(), lease_id),
                 )
                 db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
         except sqlite3.IntegrityError:
@@ -502,7 +503,7 @@ class Game:
             raise GameError(404, "no such solve task: get one from the Solver page (GET /api/solve)")
         if lease["solver_id"] != pid:
             raise GameError(403, "this solve task was served to another player")
-        if lease["expires_at"] <= time.time():
+        if lease["expires_at"] <= self.clock():
             raise GameError(410, "this solve task expired: get a new one")
         return lease
 
