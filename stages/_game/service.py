@@ -17,12 +17,9 @@ Identity (``game.identity``): ``invitation`` (default) — each account needs a 
 operator issued (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` —
 one code for everyone, as many accounts as they like (a trusted lab only).
 
-The rival never blocks a request: a creation is stored at once with ``rival_state`` pending and
-one background thread (:meth:`Game._rival_loop`, the store is its queue: a restart recomputes
-whatever is still pending) stores the rival's picks and fool-the-AI score; the spymaster polls
-:meth:`Game.creation`.
-
-Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
+The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one
+thread (:class:`stages._game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`.
+Scores: :mod:`stages._game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
 """
 
 from __future__ import annotations
@@ -31,22 +28,21 @@ import hashlib
 import json
 import secrets
 import sqlite3
-import sys
 import threading
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import fmean
 from typing import Any
 
 from stages._config_game import GameParams
-from stages._game.rival import Rival
+from stages._game.rival import Rival, RivalWorker
+from stages._game.scores import creation_scores, summary
 from stages._game_store import checkpoint, connect, read_submissions, transaction
 from stages._privacy import hash_annotator
 from stages.domain import K_LIMITS, clean_cue, normalize_name
-from stages.winogavil import jaccard, solvable_by_humans
+from stages.winogavil import jaccard
 
 MAX_NAME = 32
 MAX_INVITATIONS = 1000  # per request
@@ -70,16 +66,6 @@ class CandidateSet:
     set_id: str
     candidates: tuple[str, ...]  # concept names
     shas: tuple[str, ...]  # the accepted image of each, by content hash
-
-
-def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
-    """The bonus of one association (paper §2.2, Appendix A.4.1): none unless solvable-by-humans
-    (a fraction) >= ``bonus_min_solvable`` and fool-the-AI (0-100) reaches a tier; else the
-    amount of the highest tier reached."""
-    if fool is None or solvable is None or solvable < p.bonus_min_solvable:
-        return 0.0
-    reached = [t.amount for t in p.bonus_tiers if fool >= t.min_fool]
-    return reached[-1] if reached else 0.0
 
 
 def clean_name(name: object) -> str:
@@ -139,20 +125,12 @@ class Game:
         row = con.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
         con.close()
         self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
-        if rival.model is not None:
-            self._wake.set()  # pending creations of an earlier run first
-            self._worker = threading.Thread(target=self._rival_loop, name="gavil-rival", daemon=True)
-            self._worker.start()
+        self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
 
     def close(self) -> None:
         """Stop the rival's thread (pending creations stay pending, for the next start)."""
-        self._stop.set()
-        self._wake.set()
         if self._worker is not None:
-            self._worker.join()
+            self._worker.close()
 
     # ------------------------------------------------------------------------------ plumbing
     @property
@@ -335,8 +313,8 @@ class Game:
                 )
         except sqlite3.IntegrityError:
             raise GameError(409, "this cue was already given for these images; choose another") from None
-        if pending:
-            self._wake.set()
+        if self._worker is not None:
+            self._worker.wake()
         return {
             "instance_id": iid,
             "cue": cue_text,
@@ -370,49 +348,9 @@ class Game:
             "score_fool_the_ai": c["score_fool_the_ai"],
         }
 
-    def _rival_loop(self) -> None:
-        """The one thread that runs the rival: each pending creation, oldest first, until none is
-        left; then waits for the next creation. A creation the rival raises on is marked failed
-        (score null) with its error on stderr, so one bad row never stalls the others."""
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            while not self._stop.is_set():
-                row = self.db.execute(
-                    "SELECT instance_id, cue, candidates, associations FROM creations"
-                    " WHERE rival_state = 'pending' ORDER BY seq LIMIT 1"
-                ).fetchone()
-                if row is None:
-                    break
-                state, preds, fool = "failed", None, None
-                try:
-                    cands, assoc = json.loads(row["candidates"]), json.loads(row["associations"])
-                    pos = self.rival.predict(row["cue"], [self._by_name[n] for n in cands], len(assoc))
-                    names = None if pos is None else [cands[i] for i in pos]
-                    preds = None if names is None else json.dumps(names, ensure_ascii=False)
-                    fool, state = self.rival.score(names, assoc), "done"
-                except Exception as e:  # noqa: BLE001 - the loop outlives any one row
-                    print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
-                with transaction(self.db) as db:
-                    db.execute(
-                        "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?"
-                        " WHERE instance_id = ? AND rival_state = 'pending'",
-                        (preds, fool, state, row["instance_id"]),
-                    )
-            if self._stop.is_set():
-                con = getattr(self._local, "con", None)
-                if con is not None:
-                    con.close()
-                return
-
     def wait_for_rival(self, timeout: float = 60.0) -> bool:
         """Whether no creation is pending, after waiting up to ``timeout`` seconds (tests, tools)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            n = self.db.execute("SELECT COUNT(*) FROM creations WHERE rival_state = 'pending'").fetchone()[0]
-            if n == 0 or time.monotonic() > deadline:
-                return bool(n == 0)
-            time.sleep(0.02)
+        return self._worker is None or self._worker.wait_idle(timeout)
 
     # ------------------------------------------------------------------------------ solver
     def solve_task(self, token: str) -> dict[str, Any] | None:
@@ -508,50 +446,21 @@ class Game:
         return lease
 
     # ------------------------------------------------------------------------------ scores
-    def _creation_scores(self) -> list[dict[str, Any]]:
-        rows = self.db.execute(
-            "SELECT c.instance_id, c.spymaster_id, c.rival_status, c.score_fool_the_ai,"
-            " (SELECT json_group_array(s.jaccard) FROM solves s WHERE s.instance_id = c.instance_id"
-            "  AND s.solver_id != c.spymaster_id) AS js FROM creations c ORDER BY c.seq"
-        ).fetchall()
-        out = []
-        for r in rows:
-            js = json.loads(r["js"])
-            solvable = solvable_by_humans(js)[0] if len(js) >= self.min_solvers else None
-            fool = r["score_fool_the_ai"] if r["rival_status"] == "ok" else None
-            out.append({**dict(r), "solvable": solvable, "bonus": bonus(fool, solvable, self.p)})
-        return out
-
-    def _summary(self, creations: list[dict[str, Any]], solves: list[float]) -> dict[str, Any]:
-        scored = [c for c in creations if c["score_fool_the_ai"] is not None]  # not pending or failed
-        fools = [c["score_fool_the_ai"] for c in scored if c["rival_status"] == "ok"]
-        untrained = [c["score_fool_the_ai"] for c in scored if c["rival_status"] == "untrained"]
-        solv = [c["solvable"] for c in creations if c["solvable"] is not None]
-        return {
-            "associations_created": len(creations),
-            "fool_the_ai": round(fmean(fools), 1) if fools else None,
-            "fool_the_ai_untrained": round(fmean(untrained), 1) if untrained else None,
-            "solvable_by_humans": round(100 * fmean(solv), 1) if solv else None,
-            "associations_solved": len(solves),
-            "solver_jaccard": round(100 * fmean(solves), 1) if solves else None,
-            "bonus": sum(c["bonus"] for c in creations),
-        }
-
     def dashboard(self, token: str) -> dict[str, Any]:
         """The player's own scores (percentages) and bonus."""
         pid = self.player(token)
         name = self.db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
-        mine = [c for c in self._creation_scores() if c["spymaster_id"] == pid]
+        mine = [c for c in creation_scores(self.db, self.min_solvers, self.p) if c["spymaster_id"] == pid]
         js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
-        return {"name": name, **self._summary(mine, js), "bonus_unit": self.p.bonus_unit}
+        return {"name": name, **summary(mine, js), "bonus_unit": self.p.bonus_unit}
 
     def leaderboard(self, limit: int = 20) -> list[dict[str, Any]]:
         """Display names ranked by bonus, then fool-the-AI, then associations solved."""
-        scores = self._creation_scores()
+        scores = creation_scores(self.db, self.min_solvers, self.p)
         rows = []
         for pid, name in self.db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
             js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
-            rows.append({"name": name, **self._summary([c for c in scores if c["spymaster_id"] == pid], js)})
+            rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
         rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
         return rows[:limit]
 
