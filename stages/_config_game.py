@@ -6,7 +6,7 @@ Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the s
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -42,7 +42,11 @@ class GameParams(Section):
     store_dir: str = "data/game"
     host: str = _runtime("127.0.0.1")
     port: Annotated[int, Field(ge=0, le=65535)] = _runtime(8765)
-    join_code_env: str = _runtime("GAVIL_GAME_JOIN_CODE")  # players join with this code
+    # who may join: "invitation" (default): each person joins with their own single-use code that
+    # the operator issued (POST /api/admin/invitations); "shared_code": anyone with the one code in
+    # $join_code_env joins, as often as they like (only for a trusted lab)
+    identity: Literal["invitation", "shared_code"] = _runtime("invitation")
+    join_code_env: str = _runtime("GAVIL_GAME_JOIN_CODE")  # the shared code (identity: shared_code)
     admin_token_env: str = _runtime("GAVIL_GAME_ADMIN_TOKEN")  # pause, export, raw submissions
     # the rival model is the score section's; true: random weights (labelled untrained everywhere)
     rival_random_weights: bool = _runtime(False)
@@ -51,6 +55,8 @@ class GameParams(Section):
     join_limit_per_address: RateLimit = _runtime("30/minute; 100/hour")  # POST /api/join per client address
     join_limit_per_code: RateLimit = _runtime("60/minute")  # POST /api/join per join code sent (right or wrong)
     submission_limit_per_address: RateLimit = _runtime("120/minute")  # creates + solves per client address
+    # seconds a served solve task stays reserved for its player; an answer after it is refused
+    lease_s: PosInt = _runtime(600)
     # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
     # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
     bonus_min_solvable: Annotated[float, Field(ge=0, le=1)] = _runtime(0.8)

@@ -32,8 +32,12 @@ KEY = b"test-key-not-secret"
 NO_RIVAL = Rival("no_weights", "No rival model: the RN50 weights are not available.")
 
 
-def params(**game) -> Params:
-    return Params().replace(score={"allow_download": False}, game=game)
+def params(min_solvers: int = 3, **game) -> Params:
+    """Shared-code joining (the opt-in mode) unless ``identity`` is given: invitations have their
+    own tests (tests/test_game_integrity.py)."""
+    return Params().replace(
+        score={"allow_download": False}, game={"identity": "shared_code", **game}, select={"min_solvers": min_solvers}
+    )
 
 
 @pytest.fixture
@@ -61,9 +65,24 @@ class Player:
     def post(self, path: str, body: dict) -> httpx.Response:
         return self.c.post(path, json=body, headers=self.h)
 
+    def solve(self, selection: list[int]) -> tuple[dict, httpx.Response]:
+        """The task the server serves, and the answer to it."""
+        task = self.get("/api/solve").json()["task"]
+        return task, self.post("/api/solve", {"lease_id": task["lease_id"], "selection": selection})
+
     def create(self, cue: str, selection: list[int]) -> httpx.Response:
         task = self.get("/api/create").json()["task"]
         return self.post("/api/create", {"task_id": task["task_id"], "cue": cue, "selection": selection})
+
+
+def poll_rival(p: Player, iid: str) -> dict:
+    """The spymaster's view of their creation once the background rival has scored it."""
+    for _ in range(600):
+        r = p.get(f"/api/create/{iid}").json()
+        if not r["rival_pending"]:
+            return r
+        time.sleep(0.05)
+    raise AssertionError("the rival never scored the creation")
 
 
 def names_of(project: Path, shas: list[str]) -> list[str]:
@@ -86,18 +105,20 @@ def test_a_full_round_is_imported_selected_and_hashed(project):
     assert spy.get("/api/create").json()["task"]["task_id"] != task["task_id"]  # then a new set
     iids = [first.json()["instance_id"]]
     assert spy.get("/api/solve").json()["task"] is None  # never one's own
-    own = spy.post("/api/solve", {"instance_id": iids[0], "selection": [0, 1]})
-    assert own.status_code == 403 and "other players" in own.json()["error"]
+    own = spy.post("/api/solve", {"instance_id": iids[0], "selection": [0, 1]})  # an id never served
+    assert own.status_code == 400 and "lease_id" in own.json()["error"]
     solvers = [Player(client, f"Solver {i}") for i in range(3)]
+    leases = []
     for i, s in enumerate(solvers):
         for _ in range(2):
             t = s.get("/api/solve").json()["task"]
             right = [0, 1] if t["cue"] == "Space" else [1, 2]
             sel = right if i < 2 or t["cue"] != "night" else [1, 3]
-            r = s.post("/api/solve", {"instance_id": t["instance_id"], "selection": sel})
+            r = s.post("/api/solve", {"lease_id": t["lease_id"], "selection": sel})
             assert r.status_code == 200, r.text
+            leases.append(t["lease_id"])
     assert solvers[0].get("/api/solve").json()["task"] is None  # each answered both
-    again = solvers[0].post("/api/solve", {"instance_id": iids[0], "selection": [0, 1]})
+    again = solvers[0].post("/api/solve", {"lease_id": leases[0], "selection": [0, 1]})
     assert again.status_code == 409
     me = spy.get("/api/me").json()
     assert me["associations_created"] == 2 and me["solvable_by_humans"] == pytest.approx((100 + 78) / 2)
@@ -145,8 +166,7 @@ def test_inputs_are_validated_like_the_import(project):
     assert dup.status_code == 409
     assert spy.create("night", [2, 3]).status_code == 200
     solver = Player(client, "Solver")
-    t = solver.get("/api/solve").json()["task"]
-    assert solver.post("/api/solve", {"instance_id": t["instance_id"], "selection": [0, 1, 2]}).status_code == 400
+    assert solver.solve([0, 1, 2])[1].status_code == 400
     assert client.post("/api/join", json={"code": "wrong", "name": "X"}).status_code == 403
     assert client.post("/api/join", json={"code": "letmein", "name": "spy"}).status_code == 409  # taken
     assert client.post("/api/join", json={"code": "letmein", "name": "a\x00b"}).status_code == 400
@@ -210,37 +230,40 @@ def test_solve_work_goes_to_the_association_closest_to_done(project):
     s = [Player(client, f"S{i}") for i in range(5)]
     assert s[0].get("/api/solve").json()["task"]["instance_id"] == a  # oldest first
     assert s[0].get("/api/solve").json()["task"]["instance_id"] == a  # a served task stays the player's
-    s[0].post("/api/solve", {"instance_id": a, "selection": [0, 1]})
+    assert s[0].solve([0, 1])[1].status_code == 200
     assert s[1].get("/api/solve").json()["task"]["instance_id"] == a  # 1 answer beats 0
     assert s[2].get("/api/solve").json()["task"]["instance_id"] == a  # 1 answer + 1 lease < 3
     assert s[3].get("/api/solve").json()["task"]["instance_id"] == b  # a is fully handed out
     for p in s[1:3]:
-        p.post("/api/solve", {"instance_id": a, "selection": [0, 1]})
+        assert p.solve([0, 1])[1].status_code == 200
     assert s[4].get("/api/solve").json()["task"]["instance_id"] == b  # a has its 3 solvers: no longer served
 
 
 def test_concurrent_players_lose_and_duplicate_nothing(project):
-    client = make_client(project)
+    client = make_client(project, params(min_solvers=16))
     spy = Player(client, "Spy")
-    iids = [spy.create(c, [0, 1]).json()["instance_id"] for c in ("Space", "night")]
+    for c in ("Space", "night"):
+        assert spy.create(c, [0, 1]).status_code == 200
     acks: list[tuple[str, str]] = []
     errors: list[str] = []
 
     def play(i: int) -> None:
         p = Player(client, f"P{i}")
-        for iid in iids * 2:  # each answer sent twice: the second is refused, never stored twice
-            r = p.post("/api/solve", {"instance_id": iid, "selection": [0, 1]})
-            if r.status_code == 200:
-                acks.append((p.h["Authorization"], iid))
-            elif r.status_code != 409:
-                errors.append(r.text)
+        for _ in range(2):
+            t = p.get("/api/solve").json()["task"]
+            for _ in range(2):  # each answer sent twice: the second is refused, never stored twice
+                r = p.post("/api/solve", {"lease_id": t["lease_id"], "selection": [0, 1]})
+                if r.status_code == 200:
+                    acks.append((p.h["Authorization"], t["instance_id"]))
+                elif r.status_code != 409:
+                    errors.append(r.text)
 
     threads = [threading.Thread(target=play, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors and len(acks) == 32
+    assert not errors and len(acks) == 32 and len(set(acks)) == 32
     n = sqlite3.connect(project / "data/game/game.sqlite").execute("SELECT COUNT(*) FROM solves").fetchone()[0]
     assert n == 32
 
@@ -254,9 +277,10 @@ def _free_port() -> int:
 def test_kill_9_loses_no_acknowledged_submission(project):
     """The real server (`gavil game`) killed with SIGKILL while players submit: every answer it
     acknowledged is in the store afterwards, and the store opens cleanly."""
-    (project / "params.yaml").write_text(
-        (ROOT / "params.yaml").read_text().replace("allow_download: true", "allow_download: false")
-    )
+    text = (ROOT / "params.yaml").read_text().replace("allow_download: true", "allow_download: false")
+    text = text.replace("identity: invitation", "identity: shared_code").replace("min_solvers: 3", "min_solvers: 1000")
+    assert "identity: shared_code" in text and "min_solvers: 1000" in text
+    (project / "params.yaml").write_text(text)
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -294,7 +318,9 @@ def test_kill_9_loses_no_acknowledged_submission(project):
             while not stop.is_set():
                 try:
                     h = join(f"P{i}-{len(acked)}-{time.monotonic_ns()}")
-                    r = http.post("/api/solve", headers=h, json={"instance_id": iid, "selection": [0, 1]})
+                    t = http.get("/api/solve", headers=h).json()["task"]
+                    assert t["instance_id"] == iid
+                    r = http.post("/api/solve", headers=h, json={"lease_id": t["lease_id"], "selection": [0, 1]})
                     if r.status_code == 200:
                         acked.append(h["Authorization"])
                 except httpx.HTTPError:
@@ -326,7 +352,9 @@ def test_random_weights_only_when_set_and_labelled_untrained_everywhere(project)
     status = client.get("/api/status").json()
     assert status["rival_status"] == "untrained" and "UNTRAINED" in status["rival_message"]
     spy = Player(client, "Spy")
-    r = spy.create("Space", [0, 1]).json()
+    made = spy.create("Space", [0, 1]).json()
+    assert made["rival_pending"] and made["score_fool_the_ai"] is None  # stored at once, scored in the background
+    r = poll_rival(spy, made["instance_id"])
     assert r["rival_status"] == "untrained" and len(r["rival"]) == 2 and 0 <= r["score_fool_the_ai"] <= 100
     row = sqlite3.connect(project / "data/game/game.sqlite").execute("SELECT rival_status FROM creations").fetchone()
     assert row[0] == "untrained"

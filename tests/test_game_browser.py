@@ -1,6 +1,6 @@
 """The game in a real browser: Playwright drives the system Chromium (Debian's ``chromium``; no
 browser download) against the real server (uvicorn on 127.0.0.1): a spymaster and three
-solvers, a self-solve refused, a hostile cue and display name shown as text, images on screen."""
+solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def server(tmp_path, monkeypatch) -> Iterator[str]:
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
     root = game_project(tmp_path)
     game, images = build_game(
-        Params(), root, Rival("no_weights", "No rival model: the RN50 weights are not available.")
+        Params().replace(game={"identity": "shared_code"}),
+        root,
+        Rival("no_weights", "No rival model: the RN50 weights are not available."),
     )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,6 +66,7 @@ def join(browser, base: str, name: str):
     page.fill("#name", name)
     page.click("#join-btn")
     sync_api.expect(page.locator("#whoami")).to_have_text(f"Playing as {name}")
+    sync_api.expect(page.locator("#choose")).to_be_visible()  # no creation task until asked for
     return page
 
 
@@ -78,6 +81,7 @@ ANSWERS = {"Space": [0, 1], HOSTILE_CUE: [1, 2]}
 def test_a_full_round_in_the_browser(server, browser, tmp_path):
     expect = sync_api.expect
     spy = join(browser, server, HOSTILE_NAME)
+    spy.click("#mode-create")
     expect(spy.locator("#create-grid .tile")).to_have_count(5)
     expect(spy.locator("#rival-status")).to_contain_text("No rival model")
     pick(spy, "#create-grid", ANSWERS["Space"])
@@ -121,6 +125,7 @@ def test_a_full_round_in_the_browser(server, browser, tmp_path):
 def test_a_self_solve_is_refused(server, browser):
     expect = sync_api.expect
     spy = join(browser, server, "Spy")
+    spy.click("#mode-create")
     expect(spy.locator("#create-grid .tile")).to_have_count(5)
     pick(spy, "#create-grid", [0, 1])
     spy.fill("#cue", "Space")
@@ -130,13 +135,13 @@ def test_a_self_solve_is_refused(server, browser):
     other = join(spy.context.browser, server, "Other")
     other.click("#mode-solve")
     expect(other.locator("#solve-cue")).to_have_text("Space")
-    iid = other.evaluate("state.solveTask.instance_id")
-    status = spy.evaluate(
-        """async (iid) => {
+    served = other.evaluate("[state.solveTask.instance_id, state.solveTask.lease_id]")
+    post = """async (body) => {
             const r = await fetch('/api/solve', {method: 'POST', headers: {'Content-Type': 'application/json',
-                Authorization: 'Bearer ' + sessionStorage.getItem('gavil-token')}, body: JSON.stringify({instance_id: iid, selection: [0, 1]})});
+                Authorization: 'Bearer ' + sessionStorage.getItem('gavil-token')}, body: JSON.stringify(body)});
             return [r.status, (await r.json()).error];
-        }""",
-        iid,
-    )
-    assert status[0] == 403 and "other players solve it" in status[1]
+        }"""
+    by_id = spy.evaluate(post, {"instance_id": served[0], "selection": [0, 1]})
+    assert by_id[0] == 400 and "lease_id" in by_id[1]  # an id never served to the spymaster
+    stolen = spy.evaluate(post, {"lease_id": served[1], "selection": [0, 1]})
+    assert stolen[0] == 403 and "another player" in stolen[1]

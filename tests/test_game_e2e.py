@@ -39,6 +39,7 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     d = mini_project(tmp_path / "proj", IMAGES)
     p = yaml.safe_load((d / "params.yaml").read_text())
     p["score"]["allow_download"] = False
+    p["game"]["identity"] = "shared_code"  # the trusted-lab mode: one code for the test's players
     p["instances"]["game_sets"] = {5: 1, 6: 1, 10: 0, 12: 0}
     p["annotations"]["release_files"] = []  # only the game's instances: a small, fast build
     p["evaluate"]["models"] = [m for m in p["evaluate"]["models"] if m["name"] == "clip-rn50"]
@@ -67,9 +68,7 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
         t = client.get("/api/solve", headers=solver).json()["task"]
         assert t["instance_id"] == made.json()["instance_id"]
         assert (
-            client.post(
-                "/api/solve", headers=solver, json={"instance_id": t["instance_id"], "selection": [0, 1]}
-            ).status_code
+            client.post("/api/solve", headers=solver, json={"lease_id": t["lease_id"], "selection": [0, 1]}).status_code
             == 200
         )
 
@@ -87,11 +86,21 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     assert client.get("/api/me", headers=spy).status_code == 200  # players reading scores change no data
     quiet = _run([sys.executable, "-m", "dvc", "status", "import_annotations"], d).stdout
     assert "changed" not in quiet, quiet
-    late = join("Solver late")  # one more answer: the import re-runs, the instance keeps its ID
-    assert (
-        client.post("/api/solve", headers=late, json={"instance_id": t["instance_id"], "selection": [0, 1]}).status_code
-        == 200
+    late = join("Solver late")  # "Space" has its 3 answers: no more are served or taken
+    assert client.get("/api/solve", headers=late).json()["task"] is None
+    forged = client.post("/api/solve", headers=late, json={"instance_id": t["instance_id"], "selection": [2, 3]})
+    assert forged.status_code == 400
+    # new data (the task's second cue, answered): the import re-runs, the first instance keeps its ID
+    made2 = client.post(
+        "/api/create", headers=spy, json={"task_id": task["task_id"], "cue": "night", "selection": [1, 2]}
     )
+    assert made2.status_code == 200, made2.text
+    for i in range(3):
+        solver = join(f"Second {i}")
+        t2 = client.get("/api/solve", headers=solver).json()["task"]
+        assert t2["instance_id"] == made2.json()["instance_id"]
+        r = client.post("/api/solve", headers=solver, json={"lease_id": t2["lease_id"], "selection": [1, 2]})
+        assert r.status_code == 200, r.text
     again = _run([sys.executable, "-m", "dvc", "repro", "export"], d)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Running stage 'select_instances'" in again.stdout

@@ -32,7 +32,9 @@ CODE = "letmein"
 
 
 def params(**game) -> Params:
-    return Params().replace(score={"allow_download": False}, game=game)
+    """The throttles are the same in both identity modes; these tests join with one shared code
+    (an invitation is a code too: guessing invitations meets the same per-address and per-code limits)."""
+    return Params().replace(score={"allow_download": False}, game={"identity": "shared_code", **game})
 
 
 @pytest.fixture
@@ -166,8 +168,8 @@ TYPE_CONFUSED = [
     ("/api/create", {"task_id": "t", "cue": "sky", "selection": "0,1"}, "positions"),
     ("/api/create", {"task_id": "t", "cue": "sky", "selection": {"0": 1}}, "positions"),
     ("/api/create", {"task_id": "t", "cue": "sky", "selection": list(range(2000))}, "selection"),
-    ("/api/solve", {"instance_id": 5, "selection": [0, 1]}, "instance_id"),
-    ("/api/solve", {"instance_id": "g_1", "selection": [[0], [1]]}, "positions"),
+    ("/api/solve", {"lease_id": 5, "selection": [0, 1]}, "lease_id"),
+    ("/api/solve", {"lease_id": "gl_1", "selection": [[0], [1]]}, "positions"),
 ]
 
 

@@ -1,7 +1,9 @@
 """The collection game (``gavil game``; README "Collecting annotations"): a tool, not a stage.
 
 Spymasters give a one-word cue for a candidate set and mark K images; the rival model predicts K
-and the spymaster sees the fool-the-AI score; other players solve the association. Submissions go
+(in a background thread) and the spymaster sees the fool-the-AI score; other players solve the
+association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
+one shared code). Submissions go
 to the SQLite store (:mod:`stages._game_store`), which ``import_annotations`` reads. Modules:
 :mod:`.service` (rules), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd
 task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
@@ -83,7 +85,7 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
         rival,
         g,
         params.select.min_solvers,
-        secret_from_env(g.join_code_env, "join code"),
+        secret_from_env(g.join_code_env, "join code") if g.identity == "shared_code" else None,
         secret_from_env(g.admin_token_env, "admin token"),
         annotator_key(params.annotations.annotator_key_env),
         ProfanityFilter(prof.extra_words, prof.allow_words).reason,

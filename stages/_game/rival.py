@@ -7,7 +7,11 @@ null); random weights only with ``game.rival_random_weights: true`` (``untrained
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from stages._embeddings import Cache
+from stages._game_store import connect, transaction
 from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from stages.config import Params
 from stages.errors import ParamsError
@@ -98,3 +103,83 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
             vecs,
         )
     return Rival("ok", f"The rival model is {label}.", label, model, vecs)
+
+
+class RivalWorker:
+    """The one thread that runs the rival for the game, so no request ever waits on it.
+
+    Its queue is the store: creations with ``rival_state`` pending, oldest first (a restart
+    recomputes what a stopped server left pending; memory holds nothing). For each it stores the
+    rival's picks and fool-the-AI score and sets ``done``, or ``failed`` (score null, the error on
+    stderr) when the rival raises, so one bad row never stalls the rest. Then it sleeps until
+    :meth:`wake`.
+
+    Args:
+        by_name: concept name -> the sha256 of its image (every candidate of the game's sets).
+    """
+
+    def __init__(self, rival: Rival, store: Path, by_name: Mapping[str, str]) -> None:
+        self.rival, self.store, self.by_name = rival, store, by_name
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._wake.set()  # pending creations of an earlier run first
+        self._thread = threading.Thread(target=self._loop, name="gavil-rival", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """A creation is pending: process the queue."""
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop after the current row (pending rows stay pending, for the next start)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether no creation is pending, waiting up to ``timeout`` seconds for it."""
+        con = connect(self.store, create=False)
+        try:
+            deadline = time.monotonic() + timeout
+            while con.execute("SELECT 1 FROM creations WHERE rival_state = 'pending' LIMIT 1").fetchone():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.02)
+            return True
+        finally:
+            con.close()
+
+    def _loop(self) -> None:
+        con = connect(self.store, create=False)
+        try:
+            while not self._stop.is_set():
+                self._wake.wait()
+                self._wake.clear()
+                while not self._stop.is_set() and self._one(con):
+                    pass
+        finally:
+            con.close()
+
+    def _one(self, con: sqlite3.Connection) -> bool:
+        """Score the oldest pending creation; False when none is pending."""
+        row = con.execute(
+            "SELECT instance_id, cue, candidates, associations FROM creations"
+            " WHERE rival_state = 'pending' ORDER BY seq LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return False
+        state, preds, fool = "failed", None, None
+        try:
+            cands, assoc = json.loads(row["candidates"]), json.loads(row["associations"])
+            pos = self.rival.predict(row["cue"], [self.by_name[n] for n in cands], len(assoc))
+            names = None if pos is None else [cands[i] for i in pos]
+            preds = None if names is None else json.dumps(names, ensure_ascii=False)
+            fool, state = self.rival.score(names, assoc), "done"
+        except Exception as e:  # noqa: BLE001 - the queue outlives any one row
+            print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
+        with transaction(con) as db:
+            db.execute(
+                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?"
+                " WHERE instance_id = ? AND rival_state = 'pending'",
+                (preds, fool, state, row["instance_id"]),
+            )
+        return True

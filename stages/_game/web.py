@@ -1,7 +1,8 @@
 """The game's web app (Starlette, served by uvicorn): one static page, a JSON API, images by hash.
 
-Blocking work (SQLite, the rival's text embedding) runs on Starlette's thread pool, never on the
-event loop. Security: the page builds every text with ``textContent`` (never HTML from data) and is served
+Blocking work (SQLite) runs on Starlette's thread pool, never on the event loop; the rival runs
+in the game's own background thread, never in a request (its thread stops with the app).
+Security: the page builds every text with ``textContent`` (never HTML from data) and is served
 with a Content-Security-Policy that allows only this origin's script and images (no inline
 script), so a hostile cue or display name is shown as text. The session token travels in an
 ``Authorization: Bearer`` header (no cookies, so no cross-site request can act for a player);
@@ -20,10 +21,12 @@ lengths; a violation is HTTP 400 naming the field and what it must be.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -88,10 +91,16 @@ class CreateBody(_Body):
 
 
 class SolveBody(_Body):
-    """``POST /api/solve``."""
+    """``POST /api/solve``: the lease the server issued with ``GET /api/solve`` (only served work counts)."""
 
-    instance_id: Id
+    lease_id: Id
     selection: Positions
+
+
+class InvitationsBody(_Body):
+    """``POST /api/admin/invitations``: how many single-use invitation codes to issue."""
+
+    count: Annotated[int, Field(ge=1, le=1000, description="a JSON whole number from 1 to 1000")]
 
 
 class PauseBody(_Body):
@@ -230,7 +239,8 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
             {
                 "rival_status": game.rival.status,
                 "rival_message": game.rival.message,
-                "paused": await run(game.paused),
+                "paused": game.paused(),  # in memory: status never waits for the thread pool
+                "identity": game.p.identity,
                 "min_solvers": game.min_solvers,
                 "bonus_unit": game.p.bonus_unit,
             }
@@ -256,7 +266,10 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
     async def solve_post(request: Request) -> Response:
         token = await submitter(request)
         b = await parse(request, SolveBody)
-        return _json(await run(game.solve, token, b.instance_id, list(b.selection)))
+        return _json(await run(game.solve, token, b.lease_id, list(b.selection)))
+
+    async def creation(request: Request) -> Response:
+        return _json(await run(game.creation, _token(request), request.path_params["instance_id"]))
 
     async def me(request: Request) -> Response:
         return _json(await run(game.dashboard, _token(request)))
@@ -281,6 +294,12 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         game.check_admin(request.headers.get("x-admin-token"))
         return _json(await run(game.submissions))
 
+    async def admin_invitations(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        b = await parse(request, InvitationsBody)
+        codes = await run(game.create_invitations, b.count)
+        return _json({"codes": codes, **await run(game.invitations)})
+
     async def admin_export(request: Request) -> Response:
         game.check_admin(request.headers.get("x-admin-token"))
         return _json(await run(game.export))
@@ -297,6 +316,7 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/api/join", join, methods=["POST"]),
         Route("/api/create", create_get, methods=["GET"]),
         Route("/api/create", create_post, methods=["POST"]),
+        Route("/api/create/{instance_id}", creation, methods=["GET"]),
         Route("/api/solve", solve_get, methods=["GET"]),
         Route("/api/solve", solve_post, methods=["POST"]),
         Route("/api/me", me),
@@ -305,5 +325,12 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/api/admin/pause", admin_pause, methods=["POST"]),
         Route("/api/admin/submissions", admin_submissions),
         Route("/api/admin/export", admin_export),
+        Route("/api/admin/invitations", admin_invitations, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={GameError: on_error})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run(game.close)
+
+    return Starlette(routes=routes, exception_handlers={GameError: on_error}, lifespan=lifespan)

@@ -2,7 +2,7 @@
 // Every text from the server is set with textContent: nothing is ever parsed as HTML.
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("gavil-token");
-const state = { createTask: null, solveTask: null, sel: new Set(), status: null };
+const state = { createTask: null, createIid: null, solveTask: null, sel: new Set(), status: null };
 
 async function api(method, path, body) {
   const opt = { method, headers: { "Content-Type": "application/json" } };
@@ -48,6 +48,7 @@ async function loadStatus() {
   const banner = $("rival-status");
   banner.textContent = (s.paused ? "The game is paused. " : "") + s.rival_message;
   banner.classList.toggle("warn", s.rival_status !== "ok");
+  $("code-label").textContent = s.identity === "shared_code" ? "Join code" : "Your invitation code";
 }
 
 async function loadCreate() {
@@ -60,11 +61,41 @@ async function loadCreate() {
   $("create-grid").replaceChildren();
   const { task } = await api("GET", "/api/create");
   state.createTask = task;
+  state.createIid = null;
   if (!task) { $("create-help").textContent = "No candidate set is left for you: try solving."; $("create-grid").replaceChildren(); return; }
   const given = task.cues_given.length ? " Your first cue for these images: " + task.cues_given.join(", ") + " (give a different one)." : "";
   $("create-help").textContent = "Cue " + (task.cues_given.length + 1) + " of 2: give a one-word cue and select " +
     task.k_min + " to " + task.k_max + " images it relates to, so that other players find them but the AI does not." + given;
   grid($("create-grid"), task.images, task.k_max);
+}
+
+function showRival(r) {
+  const out = $("create-result");
+  if (r.rival_status === "no_weights") {
+    out.textContent = "Saved “" + r.cue + "”. No rival model is loaded, so no fool-the-AI score was recorded.";
+  } else if (r.rival_state === "failed") {
+    out.textContent = "Saved “" + r.cue + "”. The AI could not answer, so no fool-the-AI score was recorded.";
+  } else if (r.rival_pending) {
+    out.textContent = "Saved “" + r.cue + "”. The AI is choosing its images…";
+  } else {
+    mark($("create-grid"), r.rival, "rival");
+    const label = r.rival_status === "untrained" ? " (UNTRAINED model: random weights)" : "";
+    out.textContent = "Saved “" + r.cue + "”. The AI picked images " + r.rival.map((i) => i + 1).join(", ") +
+      ". Fool-the-AI score" + label + ": " + r.score_fool_the_ai;
+  }
+}
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+async function pollRival(iid, cue) {
+  // the rival answers in the background: ask again until it has (the Scores page shows it later too)
+  for (let i = 0; i < 120; i++) {
+    await sleep(Math.min(250 * (i + 1), 2000));
+    if (!state.createTask || state.createIid !== iid) return;
+    const r = await api("GET", "/api/create/" + encodeURIComponent(iid));
+    if (!r.rival_pending) { showRival(r); return; }
+  }
+  $("create-result").textContent = "Saved “" + cue + "”. The AI is still busy: see its score on the Scores page.";
 }
 
 async function submitCreate() {
@@ -73,17 +104,11 @@ async function submitCreate() {
   try {
     const r = await api("POST", "/api/create", { task_id: t.task_id, cue: $("cue").value, selection: [...state.sel] });
     $("submit-create").disabled = true;
-    const out = $("create-result");
-    if (r.rival === null) {
-      out.textContent = "Saved “" + r.cue + "”. No rival model is loaded, so no fool-the-AI score was recorded.";
-    } else {
-      mark($("create-grid"), r.rival, "rival");
-      const label = r.rival_status === "untrained" ? " (UNTRAINED model: random weights)" : "";
-      out.textContent = "Saved “" + r.cue + "”. The AI picked images " + r.rival.map((i) => i + 1).join(", ") +
-        ". Fool-the-AI score" + label + ": " + r.score_fool_the_ai;
-    }
+    state.createIid = r.instance_id;
+    showRival(r);
     $("next-create").hidden = false;
     $("next-create").textContent = r.cues_given < 2 ? "Give the second cue" : "Next images";
+    if (r.rival_pending) pollRival(r.instance_id, r.cue).catch((e) => say(e.message));
   } catch (e) { say(e.message); }
 }
 
@@ -106,7 +131,7 @@ async function submitSolve() {
   const t = state.solveTask;
   if (!t) return;
   try {
-    const r = await api("POST", "/api/solve", { instance_id: t.instance_id, selection: [...state.sel] });
+    const r = await api("POST", "/api/solve", { lease_id: t.lease_id, selection: [...state.sel] });
     $("submit-solve").disabled = true;
     mark($("solve-grid"), r.associations, "answer");
     $("solve-result").textContent = "Your Jaccard score: " + Math.trunc(100 * r.jaccard) + "%";
@@ -154,7 +179,7 @@ async function join() {
     sessionStorage.setItem("gavil-token", token);
     sessionStorage.setItem("gavil-name", r.name);
     joined(r.name);
-    await loadCreate();
+    show("choose");  // a creation task is reserved only when the player asks for one
   } catch (e) { say(e.message); }
 }
 
@@ -170,5 +195,5 @@ document.addEventListener("DOMContentLoaded", () => {
   $("next-create").addEventListener("click", guard(loadCreate));
   $("next-solve").addEventListener("click", guard(loadSolve));
   loadStatus().catch((e) => say(e.message));
-  if (token) { joined(sessionStorage.getItem("gavil-name") || ""); guard(loadCreate)(); }
+  if (token) { joined(sessionStorage.getItem("gavil-name") || ""); show("choose"); }
 });
