@@ -5,6 +5,7 @@ before anything is decoded, and the decode budget is shared by all threads."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from tests.hostile_web import HostileWeb, big_png, serve
 LIMIT_MB = 600
 
 CHILD = r"""
-import json, resource, sys
+import json, sys
 sys.path.insert(0, {root!r})
 import pandas as pd
 from stages.config import parse_params
@@ -29,13 +30,17 @@ from stages.crawl_images import crawl
 from stages.crawl_images.journal import Journal
 from stages import catalog
 
+def status_mb(key):
+    # this process's own memory: getrusage's ru_maxrss would include the parent's at fork time
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+
 def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return status_mb("VmHWM")  # peak resident set size
 
 def current_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
+    return status_mb("VmRSS")
 
 crawl_params = {{k: v for k, v in parse_params({{}}).crawl.model_dump().items()}}
 crawl_params.update(source="urllist", urllist_path="map.json", allow_private_hosts=True,
@@ -52,13 +57,15 @@ print(json.dumps({{"before_mb": before, "peak_before_mb": rss_mb_before, "peak_m
 """
 
 
-def test_eight_threads_of_7000px_pngs_stay_within_600_mb(in_tmp):
+def _crawl_in_child(bodies: dict[str, bytes]) -> dict:
+    """Serve ``bodies`` (concept -> file) on 127.0.0.1 and crawl them in a fresh process with the
+    default crawl params (8 threads); returns its report (memory in MB, each URL's fate)."""
     web = HostileWeb()
     try:
         url_map = {}
-        for i in range(8):
-            web.routes[f"/big{i}.png"] = serve(big_png(7000, 7000, seed=i), "image/png")
-            url_map[f"big {i}"] = f"http://127.0.0.1:{web.port}/big{i}.png"
+        for i, (concept, body) in enumerate(bodies.items()):
+            web.routes[f"/img{i}"] = serve(body, "image/png")
+            url_map[concept] = f"http://127.0.0.1:{web.port}/img{i}"
         Path("map.json").write_text(json.dumps(url_map))
         out = subprocess.run(
             [sys.executable, "-c", CHILD.format(root=str(ROOT))], capture_output=True, text=True, timeout=600
@@ -68,11 +75,39 @@ def test_eight_threads_of_7000px_pngs_stay_within_600_mb(in_tmp):
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["threads"] == 8 and got["max_pixels"] >= 7000 * 7000  # the defaults: decoded, not refused
+    got["by_concept"] = {c: got["status"][u] for c, u in url_map.items()}
+    return got
+
+
+def test_eight_threads_of_7000px_pngs_stay_within_600_mb(in_tmp):
+    got = _crawl_in_child({f"big {i}": big_png(7000, 7000, seed=i) for i in range(8)})
     assert {s for s, _, _ in got["status"].values()} == {"kept"}, got["status"]
     assert {w for _, _, w in got["status"].values()} == {7000}
     # the measurement saw the decodes (one 7000 x 7000 RGB image is 196 MB in Pillow) ...
     assert got["peak_mb"] - got["before_mb"] >= 150, got
     # ... and all eight together stayed within the bound
+    assert got["peak_mb"] <= LIMIT_MB, got
+
+
+def test_progressive_jpegs_and_webp_of_7000px_stay_within_600_mb(in_tmp):
+    """Progressive 4:4:4 JPEGs make libjpeg hold every coefficient (294 MB each at 7000 x 7000),
+    and Pillow holds 16 bytes per pixel of a WebP (780 MB): the JPEGs wait their turn, the WebP
+    is refused with its reason (it needs more than the whole budget), nothing crashes."""
+    im = Image.open(io.BytesIO(big_png(7000, 7000, seed=3)))
+    im.load()
+    jpg, webp = io.BytesIO(), io.BytesIO()
+    im.save(jpg, "JPEG", progressive=True, subsampling=0, quality=90)
+    im.save(webp, "WEBP", quality=50, method=0)
+    del im
+    bodies = {f"jpeg {i}": jpg.getvalue() for i in range(6)} | {f"webp {i}": webp.getvalue() for i in range(2)}
+    got = _crawl_in_child(bodies)
+    for concept, (status, reason, _) in got["by_concept"].items():
+        if concept.startswith("jpeg"):
+            assert status == "kept", (concept, status, reason)
+        else:
+            assert status == "invalid_image" and "7000x7000 WEBP needs about" in reason, (status, reason)
+            assert "> crawl.decode_budget_mb 384" in reason
+    assert got["peak_mb"] - got["before_mb"] >= 150, got
     assert got["peak_mb"] <= LIMIT_MB, got
 
 

@@ -88,7 +88,8 @@ class CrawlConfig:
         v3: the perceptual hash is computed from a reduced decode (JPEG draft, ``Image.reduce``).
         """
         return (
-            f"v3;min_side={self.min_side};max_pixels={self.max_pixels};private={self.allow_private_hosts}"
+            f"v3;min_side={self.min_side};max_pixels={self.max_pixels};decode_budget={self.decode_budget_bytes}"
+            f";private={self.allow_private_hosts}"
             f";robots={self.respect_robots};max_bytes={self.max_bytes};formats={','.join(self.accept_formats)}"
         )
 

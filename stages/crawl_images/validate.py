@@ -15,8 +15,9 @@ Policy (params ``crawl.*``):
   other formats at full size and then :meth:`PIL.Image.Image.reduce` by the same power of two.
   Before decoding, each image reserves what its decode needs (:func:`decode_bytes`, from the
   header) from one process-wide :class:`DecodeBudget` of ``crawl.decode_budget_mb``, so however
-  many threads validate at once, the decoded pixels held together stay within the budget (an
-  image that needs more than the whole budget waits and decodes alone).
+  many threads validate at once, what they decode together stays within the budget. An image
+  that needs more than the whole budget is ``invalid_image`` (e.g. a WebP above about 19
+  megapixels at the default 384 MB: Pillow holds 16 bytes per pixel of a WebP).
 - **Reasons are stable**: they never contain a file path or anything else that changes from run
   to run (Pillow's messages are reduced to their kind).
 - **Perceptual hash**: a kept image gets ``imagehash.phash`` (64 bits) of its grey version scaled
@@ -70,9 +71,9 @@ class InvalidImage(ValueError):
 class DecodeBudget:
     """Bytes of decoded image data the validating threads may hold together (thread-safe, FIFO).
 
-    ``capacity``: bytes. :meth:`reserve` waits until its share fits; a request above the capacity
-    is cut to it (it then waits until nothing else is reserved, and decodes alone). Waiters are
-    served in arrival order, so a large image is not starved by a stream of small ones.
+    ``capacity``: bytes. :meth:`reserve` waits until its share fits (a request above the capacity
+    is cut to it; :func:`inspect_image` refuses such images before asking). Waiters are served in
+    arrival order, so a large image is not starved by a stream of small ones.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -119,20 +120,24 @@ def _pixel_bytes(mode: str) -> int:
     return 2 if mode.startswith("I;16") else 4
 
 
-def decode_bytes(im: Image.Image, full_size: tuple[int, int]) -> int:
+def decode_bytes(im: Image.Image, full_size: tuple[int, int], scale: int = 1) -> int:
     """What decoding ``im`` (opened, draft already set, not loaded) and hashing it may hold, bytes.
 
-    ``full_size``: the header's width and height. Counted: Pillow's decoded image (its current
-    size and mode; WebP twice, libwebp decodes into a buffer of its own), the grey copy, for JPEG
-    libjpeg's whole-image coefficient buffer (2 bytes per coefficient at full resolution, per the
-    sampling factors: progressive and multi-scan files need it, and which one a file is shows only
-    while decoding), plus a quarter for row buffers and the like, and 1 MB.
+    ``full_size``: the header's width and height; ``scale``: the hash's reduction (``reduce``).
+    Counted: Pillow's decoded image (its current size and mode); for WebP four full RGBA copies
+    (libwebp's animation decoder keeps two canvases, Pillow copies the frame to bytes and then to
+    the image: measured 16 bytes per pixel); the grey copy (small when an RGB image is reduced
+    first, else full size, via I for I;16); for JPEG libjpeg's whole-image coefficient buffer (2
+    bytes per coefficient at full resolution, per the sampling factors: progressive and multi-scan
+    files need it, and which one a file is shows only while decoding); plus a quarter for row
+    buffers and the like, and 1 MB.
     """
     w, h = im.size
     fw, fh = full_size
-    per = _pixel_bytes(im.mode) * (2 if im.format == "WEBP" else 1)
-    need = w * h * per
-    if im.mode != "L":  # the grey copy (via I for I;16); RGB is reduced first, counted all the same
+    need = w * h * (16 if im.format == "WEBP" else _pixel_bytes(im.mode))
+    if im.mode == "RGB" and scale > 1:
+        need += (w // scale) * (h // scale) * 5
+    elif im.mode != "L":
         need += w * h * (5 if im.mode.startswith(("I", "F")) else 1)
     if im.format in ("JPEG", "MPO"):
         layers = getattr(im, "layer", None) or [("", 1, 1, 0)] * len(im.getbands())
@@ -164,7 +169,8 @@ def inspect_image(
 
     Raises:
         InvalidImage: ``unsupported_format`` (a format Pillow knows, not in ``formats``) or
-            ``invalid_image`` (empty, not an image, truncated, too small, too many pixels).
+            ``invalid_image`` (empty, not an image, truncated, too small, too many pixels, or
+            needing more memory to decode than the whole ``budget``).
     """
     if path.stat().st_size == 0:
         raise InvalidImage("zero-byte file")
@@ -179,7 +185,13 @@ def inspect_image(
             scale = _hash_scale(w, h)
             if fmt in ("JPEG", "MPO") and im.draft("L", (HASH_SOURCE_SIDE, HASH_SOURCE_SIDE)) is not None:
                 scale = 1  # libjpeg scaled it while decoding
-            with budget.reserve(decode_bytes(im, (w, h))) if budget is not None else _nothing():
+            need = decode_bytes(im, (w, h), scale)
+            if budget is not None and need > budget.capacity:
+                raise InvalidImage(
+                    f"{w}x{h} {fmt} needs about {need // 1_000_000} MB to decode"
+                    f" > crawl.decode_budget_mb {budget.capacity // 1_000_000}"
+                )
+            with budget.reserve(need) if budget is not None else _nothing():
                 im.load()  # decodes the whole file (the first frame): catches truncated files
                 ph, std = _phash(im, scale) if with_phash and min(w, h) >= min_side else (None, None)
     except InvalidImage:
