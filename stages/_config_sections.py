@@ -77,7 +77,10 @@ class CrawlParams(Section):
     user_agent: str = "winogavil-pipeline/0.1 (research benchmark crawler; honours robots.txt and X-Robots-Tag noai)"
     respect_robots: bool = True  # robots.txt (RFC 9309) and X-Robots-Tag noai on every hop; false: neither
     min_side: PosInt = 64
-    max_pixels: PosInt = 50_000_000
+    # pixels, from the header before decoding; <= Pillow's MAX_IMAGE_PIXELS (its bomb warning)
+    max_pixels: Annotated[int, Field(ge=1, le=89_478_485)] = 50_000_000
+    # MB of decoded image data all validating threads hold at once (an image needing more: invalid)
+    decode_budget_mb: Annotated[int, Field(ge=16)] = 384
     # Pillow format names kept (>= 1, any case); others are unsupported_format
     accept_formats: Annotated[list[str], Field(min_length=1)] = ["JPEG", "PNG", "WEBP", "GIF"]
     phash_max_distance: Annotated[int, Field(ge=0, le=64)] | None = 4

@@ -49,6 +49,28 @@ def flat(color: tuple[int, int, int], size: tuple[int, int] = (120, 90), fmt: st
     return buf.getvalue()
 
 
+def big_png(width: int, height: int, seed: int = 0) -> bytes:
+    """An RGB PNG of ``width`` x ``height`` pixels that compresses very well (about 160 KB at
+    7000 x 7000), written row by row (never held decoded): a few bands of colour, different per
+    seed, so distinct seeds have distinct perceptual hashes."""
+    import struct
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    z = zlib.compressobj(9)
+    idat = []
+    bands = 3 + seed % 5
+    for y in range(height):
+        band = (y * bands // height + seed) % 7
+        left = bytes(((band * 37 + seed * 11) % 256, (band * 91) % 256, (seed * 53) % 256)) * (width * (1 + band) // 8)
+        right = bytes(((seed * 29) % 256, (band * 17 + 128) % 256, (band * 71) % 256)) * (width - len(left) // 3)
+        idat.append(z.compress(b"\x00" + left + right))
+    idat.append(z.flush())
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(idat)) + chunk(b"IEND", b"")
+
+
 def gzip_bomb(decoded_bytes: int) -> bytes:
     """``decoded_bytes`` of spaces, gzip-compressed (about 1,000 : 1)."""
     out = io.BytesIO()

@@ -406,7 +406,7 @@ def test_addresses_that_are_not_global_are_refused(in_tmp, web, monkeypatch):
     assert (df["status"] == "refused_url").all(), df[["status", "reason"]]
     assert web.total() == 0 and dns.connects == []
     assert (
-        "100.100.100.200 (not globally routable)"
+        "100.100.100.200 (not globally routable"
         in df.loc[f"c{disguised.index('http://100.100.100.200/latest/meta-data/')}", "reason"]
     )
     for address, problem in {

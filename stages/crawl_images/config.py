@@ -42,6 +42,7 @@ class CrawlConfig:
     respect_robots: bool
     min_side: int
     max_pixels: int
+    decode_budget_bytes: int  # crawl.decode_budget_mb, in bytes (10**6 per MB)
     accept_formats: tuple[str, ...]
     phash_max_distance: int | None
     phash_min_std: float
@@ -73,6 +74,7 @@ class CrawlConfig:
             respect_robots=p.respect_robots,
             min_side=p.min_side,
             max_pixels=p.max_pixels,
+            decode_budget_bytes=p.decode_budget_mb * 1_000_000,
             accept_formats=tuple(f.upper() for f in p.accept_formats),
             phash_max_distance=p.phash_max_distance,
             phash_min_std=p.phash_min_std,
@@ -81,9 +83,13 @@ class CrawlConfig:
 
     @property
     def check_key(self) -> str:
-        """What a download record's validity depends on (a change fetches and validates again)."""
+        """What a download record's validity depends on (a change fetches and validates again).
+
+        v3: the perceptual hash is computed from a reduced decode (JPEG draft, ``Image.reduce``).
+        """
         return (
-            f"v2;min_side={self.min_side};max_pixels={self.max_pixels};private={self.allow_private_hosts}"
+            f"v3;min_side={self.min_side};max_pixels={self.max_pixels};decode_budget={self.decode_budget_bytes}"
+            f";private={self.allow_private_hosts}"
             f";robots={self.respect_robots};max_bytes={self.max_bytes};formats={','.join(self.accept_formats)}"
         )
 

@@ -10,9 +10,11 @@
   and a line cut there, are ignored).
 - Errors (§2.3.1.3, §2.3.1.4): 2xx: the rules; 4xx (401 and 403 included): unavailable, so
   everything is allowed; 5xx, 429, timeouts, connection and DNS errors, more redirects than
-  allowed or a redirect the guard refuses: unreachable, so everything is disallowed, and the
-  candidate is a *transient* ``download_failed`` (tried again next run). 429 is read as the server
-  being overloaded (as Google does), not as "unavailable".
+  allowed: unreachable, so everything is disallowed, and the candidate is a *transient*
+  ``download_failed`` (tried again next run). 429 is read as the server being overloaded (as
+  Google does), not as "unavailable". A robots.txt whose URL or redirect the URL guard refuses
+  (e.g. a redirect to a loopback address) is unreachable too, but *permanently*: the candidate is
+  ``refused_url`` and is not tried again.
 
 Thread-safe; one lock per origin, so a slow robots.txt holds only the downloads from its own origin.
 """
@@ -36,6 +38,7 @@ class _Rules:
     allow_all: bool = False
     why: str = ""  # for disallow_all: the stable reason
     transient: bool = False
+    status: str = "download_failed"  # for disallow_all: the candidate's status
 
 
 class Robots:
@@ -53,7 +56,8 @@ class Robots:
         """Pass if robots.txt of ``u``'s origin lets our product token fetch ``u``.
 
         Raises:
-            FetchFailed: ``opted_out`` (disallowed by a rule; permanent) or ``download_failed``
+            FetchFailed: ``opted_out`` (disallowed by a rule; permanent), ``refused_url``
+                (robots.txt refused by the URL guard; permanent) or ``download_failed``
                 (robots.txt unreachable; transient).
         """
         key = origin(u)
@@ -68,7 +72,7 @@ class Robots:
                 raise FetchFailed("opted_out", f"robots.txt of {key} disallows {self.token}")
         elif not rules.allow_all:
             raise FetchFailed(
-                "download_failed",
+                rules.status,
                 f"robots.txt of {key} unreachable ({rules.why}): everything disallowed (RFC 9309 2.3.1.4)",
                 transient=rules.transient,
             )
@@ -84,6 +88,8 @@ class Robots:
                 own_deadline=True,  # its verdict holds for the whole run: not cut short by one image's deadline
             )
         except FetchFailed as e:
+            if e.status == "refused_url":  # the guard's verdict: the same next run
+                return _Rules(why=e.reason, status="refused_url")
             return _Rules(why=e.reason, transient=True)
         if 200 <= r.status < 300:
             text = r.body.decode("utf-8", errors="replace")

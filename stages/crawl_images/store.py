@@ -24,7 +24,7 @@ from stages._io import sha256_file
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.journal import Journal
 from stages.crawl_images.liveness import Hold, held
-from stages.crawl_images.validate import InvalidImage, inspect_image
+from stages.crawl_images.validate import InvalidImage, decode_budget, inspect_image
 
 _FORMAT_EXT = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tif"}
 _LOCK = ".lock"
@@ -144,7 +144,14 @@ class Keeper:
         ``unsupported_format`` with a reason that names no path.
         """
         try:
-            info = inspect_image(file, self.cfg.min_side, self.cfg.max_pixels, self.cfg.accept_formats, with_phash=True)
+            info = inspect_image(
+                file,
+                self.cfg.min_side,
+                self.cfg.max_pixels,
+                self.cfg.accept_formats,
+                with_phash=True,
+                budget=decode_budget(self.cfg.decode_budget_bytes),
+            )
         except InvalidImage as e:
             return self.record(url, e.status, e.reason, check=check)
         sha = sha or sha256_file(file)

@@ -14,10 +14,9 @@ Policy (README "Crawl: URL and robots policy"):
   crawl run (``getaddrinfo``, at most ``crawl.timeout_s``), checks every address, and the HTTP
   client connects only to those addresses (:mod:`stages.crawl_images.client`), so a name that
   resolves public, then private (DNS rebinding) is never fetched from the private address.
-- **Globally routable addresses only** (unless ``crawl.allow_private_hosts``): an address is
-  refused unless ``ipaddress`` says ``is_global`` and it is not multicast or site-local; IPv6
-  addresses with a zone id are refused; IPv4 embedded in IPv6 (``::ffff:a.b.c.d``, 6to4
-  ``2002::/16``, NAT64 ``64:ff9b::/96``) is checked as the IPv4 address it carries.
+- **Globally routable addresses only** (unless ``crawl.allow_private_hosts``), the same rule for
+  direct hosts, DNS answers, redirect hops and robots.txt fetches: see :func:`address_problem`.
+  A refused address is a permanent ``refused_url`` (journaled, never retried).
 """
 
 from __future__ import annotations
@@ -34,8 +33,6 @@ from urllib3.util import Url, parse_url
 
 #: Longer URLs are refused (and stored cut to this length).
 MAX_URL_CHARS = 4096
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 _AUTHORITY = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)?(//|\\\\|/\\|\\/)([^/?#]*)@")
 
 
@@ -123,32 +120,167 @@ def host_key(host: str) -> str:
     return host.strip("[]").rstrip(".").lower()
 
 
+def _net(block: str, what: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]:
+    return ipaddress.ip_network(block), what
+
+
+#: IANA IPv4 Special-Purpose Address Registry
+#: (https://www.iana.org/assignments/iana-ipv4-special-registry, RFC 6890 and its updates), every
+#: entry refused outright, whether IANA marks it globally reachable or not (anycast service
+#: addresses, AS112 sinks and relays serve no images), and the multicast space (RFC 5771).
+SPECIAL_V4 = (
+    _net("0.0.0.0/8", "this network, RFC 791"),
+    _net("10.0.0.0/8", "private-use, RFC 1918"),
+    _net("100.64.0.0/10", "shared address space (carrier-grade NAT), RFC 6598"),
+    _net("127.0.0.0/8", "loopback, RFC 1122"),
+    _net("169.254.0.0/16", "link-local, RFC 3927"),
+    _net("172.16.0.0/12", "private-use, RFC 1918"),
+    _net("192.0.0.0/24", "IETF protocol assignments, RFC 6890"),
+    _net("192.0.2.0/24", "documentation TEST-NET-1, RFC 5737"),
+    _net("192.31.196.0/24", "AS112-v4, RFC 7535"),
+    _net("192.52.193.0/24", "AMT, RFC 7450"),
+    _net("192.88.99.0/24", "deprecated 6to4 relay anycast, RFC 7526"),
+    _net("192.168.0.0/16", "private-use, RFC 1918"),
+    _net("192.175.48.0/24", "direct delegation AS112 service, RFC 7534"),
+    _net("198.18.0.0/15", "benchmarking, RFC 2544"),
+    _net("198.51.100.0/24", "documentation TEST-NET-2, RFC 5737"),
+    _net("203.0.113.0/24", "documentation TEST-NET-3, RFC 5737"),
+    _net("224.0.0.0/4", "multicast, RFC 5771"),
+    _net("240.0.0.0/4", "reserved, RFC 1112"),
+    _net("255.255.255.255/32", "limited broadcast, RFC 919"),
+)
+
+#: IANA IPv6 Special-Purpose Address Registry
+#: (https://www.iana.org/assignments/iana-ipv6-special-registry) inside global unicast 2000::/3,
+#: refused outright (Teredo 2001::/32 and 6to4 2002::/16 are judged by the IPv4 addresses they
+#: embed instead, see :data:`EMBEDDINGS`). Everything outside 2000::/3 is refused too (IANA IPv6
+#: Address Space registry: reserved, unique-local fc00::/7, link-local fe80::/10, site-local
+#: fec0::/10, multicast ff00::/8, 64:ff9b:1::/48 local-use NAT64 (RFC 8215), discard 100::/64...),
+#: except the embedding forms of :data:`EMBEDDINGS`.
+SPECIAL_V6 = (
+    _net("2001:1::/48", "IETF protocol assignments (PCP, TURN, DNS-SD anycast), RFC 2928"),
+    _net("2001:2::/48", "benchmarking, RFC 5180"),
+    _net("2001:3::/32", "AMT, RFC 7450"),
+    _net("2001:4:112::/48", "AS112-v6, RFC 7535"),
+    _net("2001:10::/28", "deprecated ORCHID, RFC 4843"),
+    _net("2001:20::/28", "ORCHIDv2, RFC 7343"),
+    _net("2001:30::/28", "drone remote ID, RFC 9374"),
+    _net("2001::/23", "IETF protocol assignments, RFC 2928"),  # after the /32 Teredo check
+    _net("2001:db8::/32", "documentation, RFC 3849"),
+    _net("2620:4f:8000::/48", "direct delegation AS112 service, RFC 7534"),
+    _net("3fff::/20", "documentation, RFC 9637"),
+)
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+_OUTSIDE_V6 = (
+    _net("::1/128", "loopback, RFC 4291"),
+    _net("::/128", "unspecified, RFC 4291"),
+    _net("ff00::/8", "multicast, RFC 4291"),
+    _net("fe80::/10", "link-local, RFC 4291"),
+    _net("fec0::/10", "deprecated site-local, RFC 3879"),
+    _net("fc00::/7", "unique-local, RFC 4193"),
+    _net("64:ff9b:1::/48", "local-use IPv4/IPv6 translation, RFC 8215"),
+    _net("100::/64", "discard-only, RFC 6666"),
+    _net("100:0:0:1::/64", "dummy prefix, RFC 9780"),
+    _net("5f00::/16", "SRv6 SIDs, RFC 9602"),
+)
+
+#: IPv6 forms that carry an IPv4 address, judged by that address (:func:`embedded_ipv4`).
+EMBEDDINGS = (
+    _net("::ffff:0:0/96", "IPv4-mapped, RFC 4291"),
+    _net("::ffff:0:0:0/96", "IPv4-translated, RFC 2765"),
+    _net("::/96", "IPv4-compatible (deprecated), RFC 4291"),
+    _net("64:ff9b::/96", "NAT64 well-known prefix, RFC 6052"),
+    _net("2002::/16", "6to4, RFC 3056"),
+    _net("2001::/32", "Teredo, RFC 4380"),
+)
+_ISATAP = "ISATAP interface identifier, RFC 5214"
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, tuple[ipaddress.IPv4Address, ...]] | None:
+    """The IPv4 addresses an IPv6 address carries, with the form's name, or None.
+
+    Forms (:data:`EMBEDDINGS`): IPv4-mapped ``::ffff:a.b.c.d`` (``ip.ipv4_mapped``),
+    IPv4-translated ``::ffff:0:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::a.b.c.d``
+    (RFC 6052 /96 format: the last 32 bits), 6to4 ``2002:AABB:CCDD::`` (``ip.sixtofour``), Teredo
+    ``2001:0:SERVER::~CLIENT`` (``ip.teredo``: the server and the un-obfuscated client), and an
+    ISATAP interface identifier ``...:0:5efe:a.b.c.d`` / ``...:200:5efe:a.b.c.d`` in any prefix
+    (RFC 5214 §6.1; the prefix is judged as well).
+    """
+    n = int(ip)
+    low = ipaddress.IPv4Address(n & 0xFFFFFFFF)
+    for net, what in EMBEDDINGS:
+        if ip in net:
+            if ip.ipv4_mapped is not None:
+                return what, (ip.ipv4_mapped,)
+            if ip.sixtofour is not None:
+                return what, (ip.sixtofour,)
+            if ip.teredo is not None:
+                return what, ip.teredo
+            return what, (low,)
+    if ((n >> 32) & 0xFCFFFFFF) == 0x00005EFE:  # u/g bits of the first octet may be set
+        return _ISATAP, (low,)
+    return None
+
+
+def _where(ip: ipaddress.IPv6Address, what: str) -> str:
+    net = next(n for n, w in EMBEDDINGS if w == what and ip in n)
+    return f"{net} {what}"
+
+
 def address_problem(address: str) -> str | None:
     """Why a resolved address may not be connected to, or None if it is globally routable.
 
-    Refused: ``not ip.is_global`` (loopback, RFC 1918, carrier-grade NAT 100.64.0.0/10, link-local,
-    documentation, benchmarking, reserved...), multicast, IPv6 site-local, any IPv6 zone id;
-    IPv4-mapped, 6to4 and NAT64 (64:ff9b::/96) addresses are judged by the IPv4 address inside.
+    The rule (one for direct hosts, DNS answers, redirects and robots.txt fetches):
+
+    - IPv4: refused inside any :data:`SPECIAL_V4` block (IANA special-purpose registry, multicast),
+      or whatever ``ipaddress`` does not call ``is_global``.
+    - IPv6 with a zone id (``%eth0``): refused.
+    - IPv6 carrying an IPv4 address (:func:`embedded_ipv4`: mapped, translated, compatible, NAT64,
+      6to4, Teredo, ISATAP): judged by every IPv4 address inside, each by the IPv4 rule (Python's
+      ``is_global`` calls ``::127.0.0.1`` and ``::ffff:0:7f00:1`` global: it is not used for these).
+    - Other IPv6: refused outside global unicast ``2000::/3`` (loopback, unspecified, multicast,
+      link-local, site-local, unique-local, local-use NAT64 ``64:ff9b:1::/48``, discard, SRv6...),
+      inside any :data:`SPECIAL_V6` block, or whatever ``ipaddress`` does not call ``is_global``.
+
+    Returns a stable, printable reason naming the block and its RFC.
     """
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return "not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.scope_id:
-            return "IPv6 address with a zone id"
-        inner = (
-            ip.ipv4_mapped or ip.sixtofour or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
-        )
-        if inner is not None:
-            problem = address_problem(str(inner))
-            return f"embeds {inner}, {problem}" if problem else None
-        if ip in _NAT64_LOCAL or ip.is_site_local:
-            return "not globally routable"
-    if ip.is_multicast:
-        return "multicast"
+    if isinstance(ip, ipaddress.IPv4Address):
+        for net, what in SPECIAL_V4:
+            if ip in net:
+                return f"not globally routable: {net} {what}"
+        return None if ip.is_global else "not globally routable"
+    if ip.scope_id:
+        return "IPv6 address with a zone id"
+    for net, what in _OUTSIDE_V6[:2]:  # ::1 and :: sit inside ::/96: named as what they are
+        if ip in net:
+            return f"not globally routable: {net} {what}"
+    found = embedded_ipv4(ip)
+    if found is not None and found[0] != _ISATAP:
+        what, inner = found
+        for v4 in inner:
+            problem = address_problem(str(v4))
+            if problem:
+                return f"embeds {v4} ({_where(ip, what)}); {problem}"
+        return None
+    for net, what in _OUTSIDE_V6:
+        if ip in net:
+            return f"{'multicast' if ip.is_multicast else 'not globally routable'}: {net} {what}"
+    if ip not in _GLOBAL_UNICAST:
+        return f"not globally routable: outside global unicast {_GLOBAL_UNICAST}, reserved by IANA"
+    for net, what in SPECIAL_V6:
+        if ip in net:
+            return f"not globally routable: {net} {what}"
     if not ip.is_global:
         return "not globally routable"
+    if found is not None:  # ISATAP: a routable prefix, and the IPv4 address it forwards to
+        v4 = found[1][0]
+        problem = address_problem(str(v4))
+        if problem:
+            return f"embeds {v4} ({_ISATAP}); {problem}"
     return None
 
 
