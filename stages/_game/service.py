@@ -69,9 +69,8 @@ class CandidateSet:
 
 
 def clean_name(name: object) -> str:
-    """A display name by :func:`stages.names.clean_display_name`: NFKC (a full-width name is its
-    ASCII twin), trimmed, 1 to ``MAX_NAME`` code points, no invisible character, one script.
-    Raises GameError 400 with the reason."""
+    """A display name by :func:`stages.names.clean_display_name` (NFKC, 1 to ``MAX_NAME`` code points,
+    no invisible character, one script). Raises GameError 400 with the reason."""
     if not isinstance(name, str):
         raise GameError(400, "choose a display name")
     try:
