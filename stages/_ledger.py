@@ -107,14 +107,23 @@ def retired_uids(ledger: dict[str, dict[str, Any]], retired: Iterable[tuple[str,
 
 
 def published_row(
-    old: dict[str, Any], now: dict[str, Any], given: dict[str, list[str]], retired: str | None, note: str = ""
+    old: dict[str, Any],
+    now: dict[str, Any],
+    given: dict[str, list[str]],
+    retired: str | None,
+    min_solver_jaccard: float,
+    note: str = "",
 ) -> dict[str, Any]:
     """The selection row of a published instance: its ledger row, frozen (answers beyond the
-    counted ones are ``late_answers``; imported values that differ from the published ones are
-    named in the reason, never used)."""
+    counted ones are ``late_answers``; imported values that differ from the published ones, and
+    a threshold raised above its published mean, are named in the reason, never applied)."""
     counted = set(old["solvers"]) if isinstance(old["solvers"], list) else set()
     late = sum(s not in counted for s in given)
     notes = [note] if note else []
+    if old["solvers_jaccard_mean"] < min_solver_jaccard:
+        notes.append(
+            f"published before the threshold rose: solver mean {old['solvers_jaccard_mean']} < {min_solver_jaccard}"
+        )
     frozen = ("cue", "score_fool_the_ai", "images_source", "annotation_index")
     differs: list[str] = [f for f in frozen if f in now and not _same(now[f], old[f])]
     if "candidates" in now and (now["candidates"] != old["candidates"] or now["associations"] != old["associations"]):

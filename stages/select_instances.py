@@ -157,7 +157,7 @@ def select(
             continue
         emitted.add(rec.instance_uid)
         if old is not None and not is_null(old["ID"]):
-            rows.append(published_row(old, row, given, gone.get(rec.instance_uid)))
+            rows.append(published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard))
             continue
         if rec.origin == "raw":
             recorded = set(old["solvers"] or []) if old is not None and isinstance(old["solvers"], list) else set()
@@ -201,12 +201,23 @@ def select(
         (r for u, r in led.items() if u not in emitted and not is_null(r["ID"])),
         key=lambda r: (r["dataset"], int(r["ID"])),
     )
+    shadowed = {r["instance_uid"].split("#conflict:")[0] for r in rows if r["status"] == "rejected"}
     for old in kept:
         uid = old["instance_uid"]
-        shadow = any(r["instance_uid"].startswith(f"{uid}#conflict:") for r in rows)
-        why = "its instance_id now holds other content (rejected)" if shadow else "its source row is no longer imported"
+        why = (
+            "its instance_id now holds other content (rejected)"
+            if uid in shadowed
+            else "its source row is no longer imported"
+        )
         rows.append(
-            published_row(old, {}, answers.get(uid, {}), gone.get(uid), f"published; {why}: kept from the ID ledger")
+            published_row(
+                old,
+                {},
+                answers.get(uid, {}),
+                gone.get(uid),
+                min_solver_jaccard,
+                f"published; {why}: kept from the ID ledger",
+            )
         )
     df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
     for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):

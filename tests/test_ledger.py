@@ -275,6 +275,10 @@ def test_release_round_trip_holds_with_shuffled_rows_and_through_the_ledger():
     again = select(inst, res.solves, 0.8, 3, ledger)
     assert to_release_csv(benchmark_table(again)) == want
     assert "solvers_jaccard_mean" in again.loc[again["instance_uid"] == inst.loc[0, "instance_uid"], "reason"].iloc[0]
+    # a raised threshold applies to new instances only: the published ones stay, and say so
+    higher = select(res.instances, res.solves, 0.9, 3, ledger)
+    assert to_release_csv(benchmark_table(higher)) == want
+    assert higher["reason"].str.contains("threshold rose", na=False).sum() == 176
 
 
 def test_the_tracked_ledger_reads_in_its_schema():
