@@ -6,7 +6,32 @@ from pandera.typing import Series
 
 from schemas import StrictModel, list_field
 
-STATUSES = ["selected", "below_threshold", "insufficient_solvers", "profane_cue"]
+STATUSES = ["selected", "below_threshold", "insufficient_solvers", "profane_cue", "rejected", "retired"]
+#: Statuses whose row carries its permanent benchmark ``ID`` (a retired ID is shown, never reused).
+ID_STATUSES = ["selected", "retired"]
+#: A published instance's fields frozen in the ledger at publication (:class:`IdLedger`); the
+#: selection row of a published instance is rebuilt from them on every later build.
+PUBLISHED_FIELDS = [
+    "origin",
+    "cue",
+    "candidates",
+    "associations",
+    "num_associations",
+    "num_candidates",
+    "score_fool_the_ai",
+    "annotation_index",
+    "images_source",
+    "cue_weight",
+    "associations_mean_weight",
+    "candidates_connectivity_score",
+    "spymaster",
+    "solvers",
+    "solver_jaccards",
+    "n_solvers",
+    "solvers_jaccard_mean",
+    "solvers_jaccard_std",
+    "solvers_agreement",
+]
 SPLITS = ["game_5_6", "game_10_12", "swow"]
 
 
@@ -15,15 +40,24 @@ class Selection(StrictModel):
 
     ``ID`` is the instance's permanent benchmark ID within its dataset (game or swow_baseline),
     from the ID ledger (:class:`IdLedger`): on a first build 0..n-1 in import order; later
-    instances take the next free IDs; null for instances not selected.
+    instances take the next free IDs; set for ``selected`` and ``retired`` rows only.
+
+    A ``rejected`` row is imported content whose ``instance_uid`` the ledger binds to other
+    content (its uid here is ``<instance_uid>#conflict:<fingerprint[:12]>``, its split_id null);
+    the published instance keeps its own row, rebuilt from the ledger.
     """
 
     instance_uid: Series[str] = pa.Field(unique=True)
     origin: Series[str]
     dataset: Series[str]
     split: Series[str] = pa.Field(isin=SPLITS, description="release file layout the instance belongs to")
-    split_id: Series[int] = pa.Field(
-        ge=0, description="ID in the split file: the released ID, or the next free one for new instances"
+    split_id: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True,
+        ge=0,
+        description="ID in the split file: the released ID, or the next free one for new instances; null if rejected",
+    )
+    fingerprint: Series[str] = pa.Field(
+        str_matches=r"^[0-9a-f]{64}$", description="sha256 of the content (select_instances.content_fingerprint)"
     )
     cue: Series[str]
     candidates: Series[object] = list_field("str")
@@ -37,9 +71,15 @@ class Selection(StrictModel):
     associations_mean_weight: Series[float] = pa.Field(nullable=True)
     candidates_connectivity_score: Series[float] = pa.Field(nullable=True)
     spymaster: Series[str] = pa.Field(nullable=True)
-    solver_jaccards: Series[object] = list_field("float", nullable=True, description="per solver (raw instances)")
+    solvers: Series[object] = list_field(
+        "str", nullable=True, description="hashed ids of the solvers whose answers the scores count (raw)"
+    )
+    solver_jaccards: Series[object] = list_field("float", nullable=True, description="per counted solver (raw)")
     n_solvers: Series[pd.Int64Dtype] = pa.Field(
-        nullable=True, description="valid solver answers (raw); null for released rows"
+        nullable=True, description="answers counted (raw; all valid answers while short of min_solvers); null released"
+    )
+    late_answers: Series[int] = pa.Field(
+        ge=0, description="valid answers by other players that the scores do not count (beyond min_solvers)"
     )
     solvers_jaccard_mean: Series[float] = pa.Field(nullable=True, ge=0, le=1)
     solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1)
@@ -50,11 +90,21 @@ class Selection(StrictModel):
 
     @pa.dataframe_check(error="split_id is unique within a split")
     def split_ids_unique(cls, df: pd.DataFrame) -> bool:
-        return not df.duplicated(["split", "split_id"]).any()
+        has = df[df["split_id"].notna()]
+        return not has.duplicated(["split", "split_id"]).any()
 
-    @pa.dataframe_check(error="exactly the selected rows have an ID")
+    @pa.dataframe_check(error="exactly the selected and retired rows have an ID")
     def id_iff_selected(cls, df: pd.DataFrame) -> pd.Series:
-        return (df["status"] == "selected") == df["ID"].notna()
+        return df["status"].isin(ID_STATUSES) == df["ID"].notna()
+
+    @pa.dataframe_check(error="exactly the rejected rows have no split_id")
+    def split_id_unless_rejected(cls, df: pd.DataFrame) -> pd.Series:
+        return (df["status"] == "rejected") == df["split_id"].isna()
+
+    @pa.dataframe_check(error="an ID is unique within a dataset")
+    def ids_unique(cls, df: pd.DataFrame) -> bool:
+        has = df[df["ID"].notna()]
+        return not has.duplicated(["dataset", "ID"]).any()
 
 
 class Table1(StrictModel):
@@ -90,15 +140,42 @@ class AnnotatorStats(StrictModel):
 
 
 class IdLedger(StrictModel):
-    """Permanent IDs: every instance's split ID from its first import, and its benchmark ``ID``
-    from the first build that selected it. Rows are only ever appended (or an ``ID`` filled in);
-    an instance that stops being selected keeps its row, so its ID stays reserved (a gap)."""
+    """The permanent ID ledger (in git): one row per instance ever imported, never removed.
+
+    Identity: ``instance_uid`` is bound to ``fingerprint`` (the content at its first import,
+    :func:`stages.select_instances.content_fingerprint`); imported content that differs under
+    the same uid is rejected, so an ID never points at other content. ``split_id`` is given at
+    first import, ``ID`` at first selection. The other columns (:data:`PUBLISHED_FIELDS`) are the
+    instance's selection-row values: refreshed by every build while it is unpublished, frozen
+    once it has an ``ID`` (its published row; later answers, edits or a removed batch change
+    nothing). Rows are sorted by split and split_id, so the bytes do not depend on input order.
+    """
 
     instance_uid: Series[str] = pa.Field(unique=True)
     dataset: Series[str]
     split: Series[str] = pa.Field(isin=SPLITS)
     split_id: Series[int] = pa.Field(ge=0)
     ID: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="null until first selected")
+    fingerprint: Series[str] = pa.Field(str_matches=r"^[0-9a-f]{64}$", description="content the uid is bound to")
+    origin: Series[str]
+    cue: Series[str]
+    candidates: Series[object] = list_field("str", min_len=5)
+    associations: Series[object] = list_field("str", min_len=2)
+    num_associations: Series[int] = pa.Field(ge=2)
+    num_candidates: Series[int]
+    score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
+    annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
+    images_source: Series[str] = pa.Field(nullable=True)
+    cue_weight: Series[float] = pa.Field(nullable=True)
+    associations_mean_weight: Series[float] = pa.Field(nullable=True)
+    candidates_connectivity_score: Series[float] = pa.Field(nullable=True)
+    spymaster: Series[str] = pa.Field(nullable=True)
+    solvers: Series[object] = list_field("str", nullable=True, description="hashed solvers counted (raw)")
+    solver_jaccards: Series[object] = list_field("float", nullable=True)
+    n_solvers: Series[pd.Int64Dtype] = pa.Field(nullable=True)
+    solvers_jaccard_mean: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    solvers_agreement: Series[float] = pa.Field(nullable=True, ge=0, le=1)
 
     @pa.dataframe_check(error="split_id is unique within a split")
     def split_ids_unique(cls, df: pd.DataFrame) -> bool:
@@ -108,3 +185,7 @@ class IdLedger(StrictModel):
     def ids_unique(cls, df: pd.DataFrame) -> bool:
         has = df[df["ID"].notna()]
         return not has.duplicated(["dataset", "ID"]).any()
+
+    @pa.dataframe_check(error="a published row (with an ID) has its solver mean")
+    def published_has_scores(cls, df: pd.DataFrame) -> pd.Series:
+        return df["ID"].isna() | df["solvers_jaccard_mean"].notna()

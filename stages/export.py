@@ -234,7 +234,8 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 ## How it was made
 - Selection: instances whose mean solver Jaccard (3 solvers, `solvers_jaccard_mean`, rounded to 2
   decimals) is >= {thr}; model scores are not used to select. IDs are permanent (a ledger):
-  0..n-1 on a first build; an instance that stops being selected leaves a gap.
+  0..n-1 on a first build; a published instance never changes (later answers, edits or a higher
+  threshold leave it as published); a retired ID leaves a gap and is never given again.
 - Rival model: `score_fool_the_ai` = 100 - int(100 x Jaccard of the rival model's top-K); for released
   instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {score.model} / {score.pretrained}.
 - Instance fates in this build (dataset / status / count):

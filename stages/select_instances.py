@@ -10,7 +10,15 @@ are not used. A raw instance whose cue the profanity filter flagged is ``profane
 scores are kept). Selected instances get a permanent ``ID`` per dataset from the ID ledger
 (0..n-1 in import order on a first build; never renumbered later: :func:`benchmark_ids`); every
 instance also gets its release split (game_5_6, game_10_12, swow) and a permanent split ID.
-Only answers by players other than the instance's spymaster count (paper §2).
+Only answers by players other than the instance's spymaster count (paper §2), and exactly
+``select.min_solvers`` of them (the ledger's recorded solvers first, then by hashed solver id);
+the rest are counted as ``late_answers``, never averaged in.
+
+The ID ledger binds each ``instance_uid`` to its content (:func:`content_fingerprint`): imported
+content that differs under a recorded uid is ``rejected`` (a reused or edited instance_id), and a
+published instance is final: its row is rebuilt from the ledger, frozen, whatever later answers,
+edits or removed batches say; only ``select.retired`` takes it out (status ``retired``, its ID
+never reused). Outputs do not depend on the row order of any input (:func:`canonical_order`).
 
 Also writes the paper's Table 1 (generated associations, average model score =
 mean(100 - fool-the-AI), average human score, kept) per dataset and candidate group, and
@@ -20,15 +28,28 @@ score and mean fool-the-AI; solvers' answers and mean Jaccard.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 from pandera.errors import SchemaError, SchemaErrors
 
 from schemas import ListColumnError
-from schemas.selection import AnnotatorStats, IdLedger, Selection, Table1
+from schemas.selection import AnnotatorStats, Selection, Table1
 from stages import catalog
 from stages._io import atomic_path, write_csv
+from stages._ledger import (
+    benchmark_ids,
+    canonical_order,
+    content_fingerprint,
+    is_null,
+    led_records,
+    published_row,
+    retired_uids,
+    split_ids,
+    split_of,
+    update_ledger,
+)
 from stages.errors import GavilError
 from stages.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
 
@@ -50,37 +71,51 @@ def select(
     min_solver_jaccard: float,
     min_solvers: int = 3,
     ledger: pd.DataFrame | None = None,
+    retired: Iterable[tuple[str, int, str]] = (),
 ) -> pd.DataFrame:
-    """Score and select instances (pure).
+    """Score and select instances (pure; independent of the row order of every input).
 
     Args:
         instances: :class:`schemas.annotations.Instances`.
         solves: :class:`schemas.annotations.Solves` (answers to raw instances). An answer by the
             instance's own spymaster never counts (paper §2: three *other* players solve it).
         min_solver_jaccard: threshold on the rounded mean, a fraction (0.8 = 80 %).
-        min_solvers: answers by other players needed before a raw instance is scored.
+        min_solvers: answers by other players that score a raw instance: exactly this many count
+            (those of the solvers the ledger recorded for it first, then by hashed solver id);
+            the others are ``late_answers``.
         ledger: :class:`schemas.selection.IdLedger` of earlier builds (None: a first build).
-            Instances in it keep their split ID and benchmark ID; new ones take the next free.
+            An instance in it keeps its split ID and benchmark ID, and its uid stays bound to
+            its recorded content; a published one (with an ``ID``) is rebuilt from it, frozen.
+        retired: (dataset, ID, reason) of published instances a lab took out (``select.retired``).
 
     Returns:
-        :class:`schemas.selection.Selection`, one row per instance, in import order.
+        :class:`schemas.selection.Selection`: one row per imported instance (canonical order,
+        :func:`canonical_order`), then published instances no longer imported as published
+        (source gone, or its uid now holds other content) rebuilt from the ledger, by dataset and ID.
 
     Raises:
-        GavilError: the ledger puts an instance in another split than its data does.
+        GavilError: a retired ID was never published.
     """
+    led = led_records(ledger)
+    gone = retired_uids(led, retired)
+    instances = canonical_order(instances)
     spymaster_of = dict(zip(instances["instance_uid"], instances["spymaster"]))
-    own = [s == spymaster_of.get(u) for u, s in zip(solves["instance_uid"], solves["solver"])]
-    others = solves.loc[~pd.Series(own, index=solves.index, dtype=bool)]
-    by_uid = {uid: g["selection"].tolist() for uid, g in others.groupby("instance_uid", sort=False)}
-    splits = split_ids(instances, ledger)
-    rows = []
-    for rec, (split, sid) in zip(instances.itertuples(index=False), splits):
+    answers: dict[str, dict[str, list[str]]] = {}
+    for uid, solver, selection in zip(solves["instance_uid"], solves["solver"], solves["selection"]):
+        if solver != spymaster_of.get(uid):
+            answers.setdefault(uid, {})[solver] = list(selection)
+    rows: list[dict[str, Any]] = []
+    emitted: set[str] = set()
+    for rec in instances.itertuples(index=False):
+        fp = content_fingerprint(rec.dataset, rec.cue, rec.candidates, rec.associations)
+        old = led.get(rec.instance_uid)
         row = {
             "instance_uid": rec.instance_uid,
             "origin": rec.origin,
             "dataset": rec.dataset,
-            "split": split,
-            "split_id": sid,
+            "split": split_of(rec.dataset, rec.num_candidates),
+            "split_id": None,
+            "fingerprint": fp,
             "cue": rec.cue,
             "candidates": rec.candidates,
             "associations": rec.associations,
@@ -93,138 +128,110 @@ def select(
             "associations_mean_weight": rec.associations_mean_weight,
             "candidates_connectivity_score": rec.candidates_connectivity_score,
             "spymaster": rec.spymaster,
+            "solvers": None,
             "solver_jaccards": None,
             "n_solvers": None,
-            "solvers_agreement": None,
+            "late_answers": 0,
             "solvers_jaccard_mean": rec.solvers_jaccard_mean,
             "solvers_jaccard_std": rec.solvers_jaccard_std,
+            "solvers_agreement": None,
+            "ID": None,
         }
+        given = answers.get(rec.instance_uid, {})
+        if old is not None and old["fingerprint"] != fp:
+            what = (
+                f"published {old['dataset']} ID {int(old['ID'])}"
+                if not is_null(old["ID"])
+                else f"{old['split']} split ID {int(old['split_id'])}"
+            )
+            rows.append(
+                row
+                | {
+                    "instance_uid": f"{rec.instance_uid}#conflict:{fp[:12]}",
+                    "late_answers": len(given),
+                    "status": "rejected",
+                    "reason": f"content differs from {what} (cue {old['cue']!r}) recorded for {rec.instance_uid} "
+                    "in the ID ledger: an instance_id names one instance forever; give this instance a new instance_id",
+                }
+            )
+            continue
+        emitted.add(rec.instance_uid)
+        if old is not None and not is_null(old["ID"]):
+            rows.append(published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard))
+            continue
         if rec.origin == "raw":
-            sels = by_uid.get(rec.instance_uid, [])
-            row["n_solvers"] = len(sels)
-            if len(sels) < min_solvers:
+            recorded = set(old["solvers"] or []) if old is not None and isinstance(old["solvers"], list) else set()
+            order = sorted(given, key=lambda s: (s not in recorded, s))
+            row["n_solvers"] = len(order)
+            if len(order) < min_solvers:
                 rows.append(
-                    {
-                        **row,
+                    row
+                    | {
                         "status": "insufficient_solvers",
-                        "reason": f"{len(sels)} valid answer(s) by other players, need {min_solvers}",
+                        "reason": f"{len(order)} valid answer(s) by other players, need {min_solvers}",
                     }
                 )
                 continue
+            counted = order[:min_solvers]
+            sels = [given[s] for s in counted]
             js = solver_jaccards(sels, rec.associations)
             mean, std = solvable_by_humans(js)
             row |= {
+                "solvers": counted,
                 "solver_jaccards": js,
+                "n_solvers": len(counted),
+                "late_answers": len(order) - len(counted),
                 "solvers_jaccard_mean": mean,
                 "solvers_jaccard_std": std,
                 "solvers_agreement": solver_agreement(sels),
             }
         mean = row["solvers_jaccard_mean"]
+        late = f"; {row['late_answers']} later answer(s) not counted" if row["late_answers"] else ""
         if isinstance(rec.cue_flag, str):
-            rows.append({**row, "status": "profane_cue", "reason": f"cue flagged: {rec.cue_flag}"})
+            rows.append(row | {"status": "profane_cue", "reason": f"cue flagged: {rec.cue_flag}"})
         elif pd.isna(mean):
-            rows.append({**row, "status": "insufficient_solvers", "reason": "no solver scores"})
+            rows.append(row | {"status": "insufficient_solvers", "reason": "no solver scores"})
         elif mean >= min_solver_jaccard:
-            rows.append({**row, "status": "selected", "reason": None})
+            rows.append(row | {"status": "selected", "reason": late[2:] or None})
         else:
-            rows.append({**row, "status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}"})
-    df = pd.DataFrame(rows, columns=[c for c in Selection.to_schema().columns if c != "ID"])
+            rows.append(
+                row | {"status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}{late}"}
+            )
+    kept = sorted(
+        (r for u, r in led.items() if u not in emitted and not is_null(r["ID"])),
+        key=lambda r: (r["dataset"], int(r["ID"])),
+    )
+    shadowed = {r["instance_uid"].split("#conflict:")[0] for r in rows if r["status"] == "rejected"}
+    for old in kept:
+        uid = old["instance_uid"]
+        why = (
+            "its instance_id now holds other content (rejected)"
+            if uid in shadowed
+            else "its source row is no longer imported"
+        )
+        rows.append(
+            published_row(
+                old,
+                {},
+                answers.get(uid, {}),
+                gone.get(uid),
+                min_solver_jaccard,
+                f"published; {why}: kept from the ID ledger",
+            )
+        )
+    df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
     for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
         df[col] = df[col].astype("Int64")
-    for col in ("solvers_jaccard_mean", "solvers_jaccard_std", "solvers_agreement"):
+    for col in ("solvers_jaccard_mean", "solvers_jaccard_std", "solvers_agreement", "cue_weight"):
         df[col] = df[col].astype(float)
+    for col in ("associations_mean_weight", "candidates_connectivity_score"):
+        df[col] = df[col].astype(float)
+    live = df["status"] != "rejected"
+    slots = split_ids(df[live], ledger, instances)
+    df["split_id"] = pd.array([pd.NA] * len(df), dtype="Int64")
+    df.loc[live, "split_id"] = pd.array([sid for _, sid in slots], dtype="Int64")
     df["ID"] = benchmark_ids(df, ledger)
     return df
-
-
-def _ledger(ledger: pd.DataFrame | None) -> pd.DataFrame:
-    return ledger if ledger is not None else pd.DataFrame(columns=list(IdLedger.to_schema().columns))
-
-
-def split_ids(instances: pd.DataFrame, ledger: pd.DataFrame | None = None) -> list[tuple[str, int]]:
-    """(split, split_id) per instance: game N=5/6 -> game_5_6, N=10/12 -> game_10_12, SWOW -> swow.
-
-    An instance in the ledger keeps its split ID. Released rows keep their released ID; new rows
-    get the next free IDs of their split (above every released and ledgered ID), in import
-    order (the release's split files number instances before selection, with gaps).
-
-    Raises:
-        GavilError: the ledger puts an instance in another split than its data does.
-    """
-    led = _ledger(ledger)
-    known = {u: (s, int(i)) for u, s, i in zip(led["instance_uid"], led["split"], led["split_id"])}
-    names = [
-        "swow" if d == "swow_baseline" else ("game_5_6" if n in (5, 6) else "game_10_12")
-        for d, n in zip(instances["dataset"], instances["num_candidates"])
-    ]
-    next_free: dict[str, int] = {}
-    for name, sid in [*known.values(), *((n, int(r)) for n, r in zip(names, instances["release_id"]) if pd.notna(r))]:
-        next_free[name] = max(next_free.get(name, 0), sid + 1)
-    out: list[tuple[str, int]] = []
-    for uid, name, rid in zip(instances["instance_uid"], names, instances["release_id"]):
-        if uid in known:
-            if known[uid][0] != name:
-                raise GavilError(
-                    f"ID ledger: {uid} is in split {known[uid][0]}, but its data now says {name}. An instance's "
-                    "dataset and candidate count never change: give the changed instance a new instance_id"
-                )
-            out.append(known[uid])
-        elif pd.notna(rid):
-            out.append((name, int(rid)))
-        else:
-            out.append((name, next_free.get(name, 0)))
-            next_free[name] = next_free.get(name, 0) + 1
-    owner: dict[tuple[str, int], str] = {}
-    for uid, slot in zip(instances["instance_uid"], out):
-        if slot in owner:
-            raise GavilError(
-                f"split ID {slot[1]} of {slot[0]} is claimed by both {owner[slot]} and {uid}: two release files "
-                "hold the same split (winogavil_dataset.csv already contains game_5_6 + game_10_12), or a "
-                "release file was added after new instances took its IDs; list each released instance once"
-            )
-        owner[slot] = uid
-    return out
-
-
-def benchmark_ids(selection: pd.DataFrame, ledger: pd.DataFrame | None = None) -> pd.Series:
-    """The permanent benchmark ``ID`` of each selected row (Int64; null for the others).
-
-    A row whose instance has an ID in the ledger keeps it; the other selected rows take the next
-    free IDs of their dataset (above every ID ever given), in import order. So a first build
-    numbers 0..n-1 in import order (the release round trip), and later builds never renumber: a
-    batch folder that sorts earlier, or an instance that stops being selected (its ID stays
-    reserved: a gap), shifts nothing.
-    """
-    led = _ledger(ledger)
-    has = led[led["ID"].notna()]
-    known = {u: int(i) for u, i in zip(has["instance_uid"], has["ID"])}
-    next_id = {d: int(g["ID"].max()) + 1 for d, g in has.groupby("dataset")}
-    out: list[Any] = []
-    for uid, dataset, status in zip(selection["instance_uid"], selection["dataset"], selection["status"]):
-        if status != "selected":
-            out.append(pd.NA)
-        elif uid in known:
-            out.append(known[uid])
-        else:
-            out.append(next_id.get(dataset, 0))
-            next_id[dataset] = next_id.get(dataset, 0) + 1
-    return pd.Series(pd.array(out, dtype="Int64"), index=selection.index)
-
-
-def update_ledger(selection: pd.DataFrame, ledger: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The ledger after this build (:class:`schemas.selection.IdLedger`): old rows unchanged except
-    an ``ID`` given for the first time; new instances appended in import order. Nothing is removed."""
-    led = _ledger(ledger).copy()
-    ids = dict(zip(selection["instance_uid"], selection["ID"]))
-    led["ID"] = pd.array(
-        [i if pd.notna(i) else ids.get(u, pd.NA) for u, i in zip(led["instance_uid"], led["ID"])], dtype="Int64"
-    )
-    new = selection[~selection["instance_uid"].isin(set(led["instance_uid"]))]
-    add = new[["instance_uid", "dataset", "split", "split_id", "ID"]]
-    out = pd.concat([led, add], ignore_index=True) if len(led) else add.reset_index(drop=True)
-    out["split_id"] = out["split_id"].astype(int)
-    out["ID"] = out["ID"].astype("Int64")
-    return out
 
 
 def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFrame:
@@ -247,7 +254,9 @@ def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFra
                 "mean_fool_the_ai": float(fool.mean()) if len(fool) else None,
             }
         )
-    assoc = dict(zip(selection["instance_uid"], selection["associations"]))
+    live = selection[selection["status"] != "rejected"]
+    assoc = dict(zip(live["instance_uid"], live["associations"]))
+    solves = solves[solves["instance_uid"].isin(set(assoc))]  # an answer to content the ledger rejected: no row
     if len(solves):
         js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
         sv = solves.assign(j=js)
@@ -268,7 +277,9 @@ def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFra
 
 
 def table1(selection: pd.DataFrame, min_solver_jaccard: float) -> pd.DataFrame:
-    """The paper's Table 1 per dataset and candidate group (:class:`schemas.selection.Table1`)."""
+    """The paper's Table 1 per dataset and candidate group (:class:`schemas.selection.Table1`);
+    rejected rows (content conflicting with the ID ledger) are not instances and not counted."""
+    selection = selection[selection["status"] != "rejected"]
     df = selection.assign(group=selection["num_candidates"].map(candidate_group))
     df["_order"] = df["group"].map({"5&6": 0, "10&12": 1})
     rows = []
@@ -348,7 +359,8 @@ def run(params: Params) -> Metrics:
             f"{path} is not a valid ID ledger ({str(e).splitlines()[0][:120]}): restore it from git "
             f"(git checkout -- {path}); never edit or merge it by hand"
         ) from e
-    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger)
+    retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
+    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired)
     catalog.write_table(sel, "selection")
     catalog.write_table(update_ledger(sel, ledger), "id_ledger")
     catalog.write_table(annotator_stats(sel, solves), "annotator_stats")

@@ -23,6 +23,7 @@ from PIL import Image
 
 from stages import catalog
 from stages.pipeline import run_stage
+from stages.select_instances import content_fingerprint
 from tests.helpers import IMAGES, ROOT
 
 datasets = pytest.importorskip("datasets", reason="the `test` extra installs datasets (pip install -e '.[test]')")
@@ -54,6 +55,7 @@ def _selection() -> pd.DataFrame:
                 "dataset": dataset,
                 "split": "swow" if dataset == "swow_baseline" else ("game_5_6" if len(cands) <= 6 else "game_10_12"),
                 "split_id": i,
+                "fingerprint": content_fingerprint(dataset, cue, cands, assoc),
                 "cue": cue,
                 "candidates": cands,
                 "associations": assoc,
@@ -66,8 +68,10 @@ def _selection() -> pd.DataFrame:
                 "associations_mean_weight": None,
                 "candidates_connectivity_score": None,
                 "spymaster": "h_spy",
+                "solvers": ["a_1", "a_2", "a_3"],
                 "solver_jaccards": [1.0, 1.0, 0.5],
                 "n_solvers": 3,
+                "late_answers": 0,
                 "solvers_jaccard_mean": 0.83 if selected else 0.5,
                 "solvers_jaccard_std": 0.24,
                 "solvers_agreement": 0.5,

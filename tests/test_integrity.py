@@ -204,16 +204,18 @@ def test_published_ids_never_move(tmp_path):
     # without the ledger the same data would renumber (the defect the ledger prevents)
     fresh, _ = _build(raw)
     assert int(fresh.loc["raw:x1", "ID"]) != first["raw:x1"][0]
-    # an instance that stops being selected leaves a gap; nobody shifts; it gets its ID back later
+    # published is final: edited answers do not unpublish it (issue 24); only retiring does, leaving a gap
     _batch(raw, "b-200", ["x1", "x2", "x3"], weak=("x2",))
     sel3, ledger3 = _build(raw, ledger=ledger2)
-    assert pd.isna(sel3.loc["raw:x2", "ID"]) and int(sel3.loc["raw:x3", "ID"]) == first["raw:x3"][0]
-    assert len(ledger3) == 5 and int(ledger3.set_index("instance_uid").loc["raw:x2", "ID"]) == first["raw:x2"][0]
-    bench = benchmark_table(sel3.reset_index())
-    assert first["raw:x2"][0] not in set(bench["ID"])
-    _batch(raw, "b-200", ["x1", "x2", "x3"])
-    sel4, ledger4 = _build(raw, ledger=ledger3)
-    assert int(sel4.loc["raw:x2", "ID"]) == first["raw:x2"][0] and ledger4.equals(ledger3)
+    assert int(sel3.loc["raw:x2", "ID"]) == first["raw:x2"][0] and sel3.loc["raw:x2", "solvers_jaccard_mean"] == 1.0
+    assert ledger3.equals(ledger2)
+    res = import_all(None, [], raw, KEY)
+    sel4 = select(res.instances, res.solves, 0.8, 3, ledger3, [("game", first["raw:x2"][0], "a typo in the cue")])
+    sel4 = sel4.set_index("instance_uid")
+    assert sel4.loc["raw:x2", "status"] == "retired" and "a typo in the cue" in sel4.loc["raw:x2", "reason"]
+    assert int(sel4.loc["raw:x3", "ID"]) == first["raw:x3"][0]
+    bench = benchmark_table(sel4.reset_index())
+    assert first["raw:x2"][0] not in set(bench["ID"]) and len(bench) == 4
 
 
 def test_release_round_trip_is_byte_identical_through_the_ledger():
