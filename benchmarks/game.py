@@ -105,14 +105,17 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str]:
 
 async def join(http: httpx.AsyncClient, name: str) -> dict[str, str]:
     """A new player's request headers. The one place that knows how a player gets a session."""
-    r = await http.post("/api/join", json={"code": JOIN_CODE, "name": name})
+    # the default identity: one single-use invitation per person, issued by the operator
+    inv = await http.post("/api/admin/invitations", json={"count": 1}, headers={"X-Admin-Token": ADMIN})
+    inv.raise_for_status()
+    r = await http.post("/api/join", json={"code": inv.json()["codes"][0], "name": name})
     r.raise_for_status()
     return {"Authorization": f"Bearer {r.json()['token']}"}
 
 
 def solve_body(task: dict[str, Any], selection: list[int]) -> dict[str, Any]:
-    """The answer to a served solve ``task``: its id (and lease, where the API hands one out)."""
-    return {**{k: task[k] for k in ("instance_id", "lease_id", "lease") if k in task}, "selection": selection}
+    """The answer to a served solve ``task``: the lease the server issued with it (only served work counts)."""
+    return {"lease_id": task["lease_id"], "selection": selection}
 
 
 async def play(i: int, base: str, stop: float, think: tuple[float, float], out: dict[str, Any]) -> None:
