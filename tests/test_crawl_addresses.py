@@ -19,12 +19,12 @@ from stages.crawl_images.urlguard import EMBEDDINGS, SPECIAL_V4, SPECIAL_V6, add
 from tests.hostile_web import FakeDns, picture, redirect, send, serve
 from tests.test_crawl_hostile import JOURNAL, params, run, web  # noqa: F401 - the fixture
 
-# https://www.iana.org/assignments/iana-ipv4-special-registry (+ multicast, RFC 5771)
+# IANA IPv4 Special-Purpose Address Registry (+ multicast, RFC 5771)
 IANA_V4 = """0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 127.0.0.0/8 169.254.0.0/16 172.16.0.0/12 192.0.0.0/24
 192.0.0.0/29 192.0.0.8/32 192.0.0.9/32 192.0.0.10/32 192.0.0.170/32 192.0.0.171/32 192.0.2.0/24
 192.31.196.0/24 192.52.193.0/24 192.88.99.0/24 192.168.0.0/16 192.175.48.0/24 198.18.0.0/15
 198.51.100.0/24 203.0.113.0/24 240.0.0.0/4 255.255.255.255/32 224.0.0.0/4""".split()
-# https://www.iana.org/assignments/iana-ipv6-special-registry, without the forms that embed IPv4
+# IANA IPv6 Special-Purpose Address Registry, without the forms that embed IPv4
 # (judged by that address: see EMBED below), plus multicast, site-local and reserved space
 IANA_V6 = """::1/128 ::/128 64:ff9b:1::/48 100::/64 100:0:0:1::/64 2001::/23 2001:1::1/128 2001:1::2/128
 2001:1::3/128 2001:2::/48 2001:3::/32 2001:4:112::/48 2001:10::/28 2001:20::/28 2001:30::/28
