@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def letters(n: int) -> str:
     """``n`` spelled in letters (0 -> a, ..., 9 -> j): synthetic cues are words, which have no digits
-    (:mod:`stages.names`)."""
+    (:mod:`gavil.domain.names`)."""
     return str(n).translate(str.maketrans("0123456789", "abcdefghij"))
 
 

@@ -42,8 +42,8 @@ def _vectors(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def child_af(cheap: int, ensemble: int) -> dict:
+    from gavil.params import AdversarialFilterParams
     from stages.adversarial_filter import Member, adversarial_filter
-    from stages.config import AdversarialFilterParams
 
     rng = np.random.default_rng(0)
     concepts, cues = _vectors(rng, N_INST), _vectors(rng, N_INST)
@@ -71,9 +71,9 @@ def child_af(cheap: int, ensemble: int) -> dict:
 
 
 def child_aflite(planted: float) -> dict:
-    from stages._adversarial import Layout, pair_features
+    from gavil.models.features import Layout, pair_features
+    from gavil.params import AfliteParams
     from stages.aflite import aflite
-    from stages.config import AfliteParams
 
     rng = np.random.default_rng(1)
     names = [[f"i{i}c{j}" for j in range(6)] for i in range(N_INST)]
@@ -108,12 +108,12 @@ def _in_child(what: str, *args: str) -> dict:
 def release_af(ensemble: int) -> dict:
     import pandas as pd
 
-    from stages._adversarial import cue_key, embed
-    from stages._embeddings import Cache
-    from stages._models import ModelSpec, RuntimeOptions, load_model
+    from gavil.domain.winogavil import jaccard
+    from gavil.models.embeddings import Cache
+    from gavil.models.features import cue_key, embed
+    from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
+    from gavil.params import AdversarialFilterParams, Params
     from stages.adversarial_filter import Member, adversarial_filter, pools_for
-    from stages.config import AdversarialFilterParams, Params
-    from stages.winogavil import jaccard
 
     rel = ROOT / "data/sample/winogavil"
     sw = pd.read_csv(rel / "swow.csv")

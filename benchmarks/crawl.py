@@ -108,7 +108,7 @@ def main() -> None:
     import requests
     import yaml
 
-    from stages.config import parse_params
+    from gavil.params import parse_params
     from stages.crawl_images import crawl
 
     load_before = os.getloadavg()[0]  # other jobs on the machine: the figures are only as quiet as this

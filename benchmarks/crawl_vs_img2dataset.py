@@ -178,7 +178,7 @@ def _setup(urllist: Path, threads: int) -> tuple[Any, Any]:
     import pandas as pd
     import yaml
 
-    from stages.config import parse_params
+    from gavil.params import parse_params
 
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["crawl"] = raw["crawl"] | {

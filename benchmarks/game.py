@@ -84,7 +84,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stages.cli", "game", "--port", str(port)],
+        [sys.executable, "-m", "gavil.cli", "game", "--port", str(port)],
         cwd=root,
         env=tool_env(PYTHONPATH=str(ROOT), GAVIL_GAME_JOIN_CODE=JOIN_CODE, GAVIL_GAME_ADMIN_TOKEN=ADMIN),
         stdout=subprocess.DEVNULL,
@@ -218,9 +218,9 @@ def load_row(players: int, seconds: float, think: tuple[float, float]) -> dict[s
 
 
 def rival_alone(n: int) -> tuple[dict[str, Any], str]:
-    from stages._game import game_sets
-    from stages._game.rival import load_rival
-    from stages.config import load_params
+    from gavil.game import game_sets
+    from gavil.game.rival import load_rival
+    from gavil.params import load_params
 
     with tempfile.TemporaryDirectory() as tmp:
         root = make_project(Path(tmp))

@@ -112,13 +112,13 @@ def main() -> None:
 
     import yaml
 
-    from stages._torchvision_compat import ensure_torchvision
+    from gavil.models.torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
     import easyocr
     import easyocr_en_models
 
-    from stages._precision import cpu_native_bf16, resolve
+    from gavil.models.precision import cpu_native_bf16, resolve
     from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]

@@ -55,14 +55,14 @@ def render(word: str, height_percent: float, path: Path, seed: int) -> None:
 
 
 def main() -> None:
-    from stages._torchvision_compat import ensure_torchvision
+    from gavil.models.torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
     import easyocr
     import easyocr_en_models
     import yaml
 
-    from stages._precision import resolve
+    from gavil.models.precision import resolve
     from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]

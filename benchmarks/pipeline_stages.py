@@ -23,7 +23,8 @@ from benchmarks._common import copy_project, machine, tool_env, write_result  # 
 
 
 def main() -> None:
-    from stages.pipeline import STAGES, run_stage
+    from gavil.pipeline.registry import STAGES
+    from gavil.pipeline.runner import run_stage
 
     work = Path(tempfile.mkdtemp(prefix="gavil-bench-"))
     copy_project(work)

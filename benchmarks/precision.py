@@ -1,12 +1,12 @@
 """Rival scoring at ``score.precision`` bf16 vs fp32: speed, top-K agreement, cosine differences.
 
-The stage's own embedding path (:func:`stages._models._load_open_clip`: threaded decode and
+The stage's own embedding path (:func:`gavil.models.loading._load_open_clip`: threaded decode and
 preprocess, batches of 32, 2 threads; bf16 = autocast, plus channels-last for a ResNet tower) for
 both precisions, loaded side by side in one process and interleaved chunk by chunk (fp32 on a
 chunk, then bf16 on the same chunk), so that load from other jobs on the machine falls on both
 sides of the ratio. Images: crops/flips of the sample photos at 256-640 px; texts: "A/An cue"
 prompts of the release's SWOW cues. Agreement: synthetic instances (a cue's prompt vs 5, 6, 10 or
-12 random images, K = 2-4) ranked by :func:`stages._embeddings.predict` with each precision's
+12 random images, K = 2-4) ranked by :func:`gavil.models.embeddings.predict` with each precision's
 embeddings; top-K sets compared.
 
 Offline there are no real weights: the model runs with random weights (``pretrained: null``,
@@ -56,10 +56,10 @@ def main() -> None:
 
     import pandas as pd
 
-    from stages._embeddings import predict
-    from stages._models import ModelSpec, RuntimeOptions, _load_open_clip
-    from stages._precision import cpu_native_bf16
-    from stages.winogavil import prompt_for_cue
+    from gavil.domain.winogavil import prompt_for_cue
+    from gavil.models.embeddings import predict
+    from gavil.models.loading import ModelSpec, RuntimeOptions, _load_open_clip
+    from gavil.models.precision import cpu_native_bf16
 
     work = Path(tempfile.mkdtemp(prefix="gavil-precision-"))
     paths = make_images(work, args.images)

@@ -227,7 +227,7 @@ class TreeMemory:
 
 _STAGE_CHILD = (
     "import json, resource, sys\n"
-    "from stages.pipeline import run_stage\n"
+    "from gavil.pipeline.runner import run_stage\n"
     "m = run_stage(sys.argv[1])\n"
     "print('@@' + json.dumps({'seconds': m['seconds'], 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
 )
@@ -252,7 +252,7 @@ def _run_child(code: str, args: list[str], project: Path, what: str) -> dict[str
 def run_sequential(project: Path, only: set[str] | None = None) -> tuple[list[dict[str, Any]], float, float]:
     """Every stage (of ``only``, if given) in its own process, in DAG order: (rows, total seconds,
     sampled tree peak MB)."""
-    from stages.pipeline import STAGES
+    from gavil.pipeline.registry import STAGES
 
     rows = []
     t0 = time.perf_counter()
@@ -385,7 +385,7 @@ def main() -> None:
     args = ap.parse_args()
     only = set(args.stages.split(",")) if args.stages else None
     if only is not None:
-        from stages.pipeline import STAGES
+        from gavil.pipeline.registry import STAGES
 
         if unknown := only - {s.name for s in STAGES}:
             ap.error(f"unknown stage(s) {sorted(unknown)}; stages: {', '.join(s.name for s in STAGES)}")

@@ -47,7 +47,7 @@ def make_images(d: Path, n: int, start: int = 0, size: int = 256) -> list[str]:
 
 
 def stage_embed(model, paths: list[str], cache) -> float:
-    from stages._io import sha256_file
+    from gavil.io import sha256_file
 
     t0 = time.perf_counter()
     items = {sha256_file(p): p for p in paths}
@@ -56,8 +56,8 @@ def stage_embed(model, paths: list[str], cache) -> float:
 
 
 def memory_child(model_name: str, n: int, workdir: str) -> None:
-    from stages._embeddings import Cache
-    from stages._models import ModelSpec, RuntimeOptions, load_model
+    from gavil.models.embeddings import Cache
+    from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
 
     paths = sorted(str(p) for p in (Path(workdir) / "mem").glob("*.jpg"))[:n]  # made by the parent, not here
     model = load_model(
@@ -124,8 +124,8 @@ def main() -> None:
     import torch
     from PIL import Image
 
-    from stages._embeddings import Cache, score_instances
-    from stages._models import LoadedModel, ModelSpec, RuntimeOptions, load_model
+    from gavil.models.embeddings import Cache, score_instances
+    from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, load_model
 
     work = Path(tempfile.mkdtemp(prefix="gavil-score-"))
     paths = make_images(work / "imgs", args.images)

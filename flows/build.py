@@ -1,6 +1,6 @@
-"""The pipeline as a Prefect flow: every stage of ``stages.pipeline.STAGES`` as a task.
+"""The pipeline as a Prefect flow: every stage of ``gavil.pipeline.registry.STAGES`` as a task.
 
-Each task calls :func:`stages.pipeline.run_stage`, the same function ``dvc repro`` runs through
+Each task calls :func:`gavil.pipeline.runner.run_stage`, the same function ``dvc repro`` runs through
 ``gavil stage``; dependencies come from the registry (a stage waits for the stages whose
 outputs it reads), so independent branches (images vs. annotations) run concurrently.
 
@@ -40,15 +40,10 @@ from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
 from flows import hosts
-from stages.config import load_params
-from stages.errors import ParamsError
-from stages.pipeline import (
-    BY_NAME,
-    STAGES,
-    StageSpec,
-    upstream,
-)
-from stages.pipeline import spec as stage_spec
+from gavil.errors import ParamsError
+from gavil.params import load_params
+from gavil.pipeline.registry import BY_NAME, STAGES, StageSpec, upstream
+from gavil.pipeline.registry import spec as stage_spec
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -99,9 +94,9 @@ def summary(name: str, metrics: Mapping[str, Any], width: int = 240) -> str:
 
 
 def _in_process(func: str, *args: Any, timeout_s: float | None, what: str) -> Any:
-    """``stages.pipeline.<func>(*args)`` in a stage process, its printed lines logged at INFO."""
+    """``gavil.pipeline.runner.<func>(*args)`` in a stage process, its printed lines logged at INFO."""
     logger = get_run_logger()
-    return hosts.run_in_process(f"stages.pipeline:{func}", *args, timeout=timeout_s, sink=logger.info, what=what)
+    return hosts.run_in_process(f"gavil.pipeline.runner:{func}", *args, timeout=timeout_s, sink=logger.info, what=what)
 
 
 @task(name="stage", task_run_name="{name}", cache_policy=NO_CACHE)
@@ -208,7 +203,7 @@ def task_runner(params_path: str = "params.yaml") -> Any:
 def worker_cpu_share(workers: int, threads_per_worker: int, cores: int | None = None) -> int:
     """CPU threads one task may use on a local cluster: ``cores // (workers * threads_per_worker)``, at
     least 1. Exported to the workers as ``OMP_NUM_THREADS``, which caps torch's threads in OCR and in the
-    models' ``threads`` (:func:`stages._models.thread_cap`), so 2 workers on 2 cores run 1 thread each
+    models' ``threads`` (:func:`gavil.models.loading.thread_cap`), so 2 workers on 2 cores run 1 thread each
     instead of 2 each (measured: ``benchmarks/scale.py --dask``)."""
     cores = cores or len(os.sched_getaffinity(0))
     return max(1, cores // max(1, workers * threads_per_worker))
@@ -237,7 +232,7 @@ def build_benchmark(
             which is the file dvc.yaml reads.
 
     Raises:
-        stages.pipeline.UnknownStage: for a name in ``only`` that is not a stage.
+        gavil.pipeline.registry.UnknownStage: for a name in ``only`` that is not a stage.
     """
     for n in only or []:
         stage_spec(n)  # raises UnknownStage listing the stages

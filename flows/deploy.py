@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from flows.build import build_benchmark, task_runner
-from stages.config import load_params
-from stages.errors import ParamsError
-from stages.pipeline import BY_NAME
+from gavil.errors import ParamsError
+from gavil.params import load_params
+from gavil.pipeline.registry import BY_NAME
 
 
 def deployments(params_path: str = "params.yaml") -> list[Any]:

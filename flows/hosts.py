@@ -14,7 +14,7 @@ once (:func:`configure`; more calls wait for a free one, and the wait does not c
 timeout). Whatever a stage prints (its progress lines) reaches the task as clean lines: tqdm's
 carriage returns and terminal escape codes are removed, so Prefect logs one line per message.
 
-This module imports only the standard library (and :mod:`stages.errors`): it is also the child's
+This module imports only the standard library (and :mod:`gavil.errors`): it is also the child's
 entry point (``python -m flows.hosts``), which must start fast.
 """
 
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stages.errors import GavilError
+from gavil.errors import GavilError
 
 DONE = "\x1egavil-stage-process-done"  # sentinel line: the call's result file is written
 IDLE_EXIT_S = 900.0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from stages.errors import GavilError
+from gavil.errors import GavilError
 
 DEFAULT_PORT = 4200
 LOG_NAME = "gavil-server.log"

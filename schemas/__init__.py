@@ -1,6 +1,6 @@
 """pandera contracts: one ``DataFrameModel`` per table the pipeline writes.
 
-Every stage validates its tables on write and on read (``stages._io``). Modules are named
+Every stage validates its tables on write and on read (``gavil.io``). Modules are named
 after the stage that writes the tables. List-valued columns (candidates, associations,
 predictions, ...) are declared with :func:`list_field` and stored in Parquet as
 ``list<string>`` / ``list<double>``, so DuckDB sees real lists.

@@ -4,8 +4,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from gavil.domain.vocabulary import CRAWL_SOURCES
 from schemas import StrictModel
-from stages.domain import CRAWL_SOURCES
 
 #: Fates of one search result (candidate image URL) of a concept.
 CANDIDATE_STATUSES = [

@@ -4,8 +4,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, list_field
-from stages.domain import CANDIDATE_SIZES
 
 STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
 

@@ -4,8 +4,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from gavil.domain.vocabulary import CANDIDATE_SIZES, RELEASE_DATASET_COLUMNS
 from schemas import StrictModel, list_field
-from stages.domain import CANDIDATE_SIZES, RELEASE_DATASET_COLUMNS
 
 #: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv).
 BENCHMARK_COLUMNS = list(RELEASE_DATASET_COLUMNS)

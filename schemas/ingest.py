@@ -44,7 +44,7 @@ class Edges(StrictModel):
 
 
 class NameRejects(StrictModel):
-    """One row per SWOW edge or release candidate refused by the name policy (``stages/names.py``):
+    """One row per SWOW edge or release candidate refused by the name policy (``gavil/domain/names.py``):
     an invisible or format character, mixed scripts, a non-word character or an over-long word.
     The row keeps the input's text as read, so a reader can see what was refused and why."""
 

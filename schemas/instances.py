@@ -4,8 +4,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, list_field
-from stages.domain import CANDIDATE_SIZES
 
 SWOW_STATUSES = ["ok", "profane_cue", "too_few_associations", "too_few_distractors", "too_ambiguous"]
 

@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from gavil.io import write_csv
+from gavil.models.embeddings import Cache
+from gavil.models.features import Layout, chance_jaccard, cue_key, embed, fit_logistic, pair_features, topk_credit
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
-from stages import catalog
-from stages._adversarial import Layout, chance_jaccard, cue_key, embed, fit_logistic, pair_features, topk_credit
-from stages._embeddings import Cache
-from stages._io import write_csv
-from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 
 if TYPE_CHECKING:
-    from stages.config import AdversarialFilterParams, Params
+    from gavil.params import AdversarialFilterParams, Params
 
 
 class Metrics(TypedDict):

@@ -38,16 +38,16 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from gavil.io import write_csv
+from gavil.models.embeddings import Cache
+from gavil.models.features import Layout, cue_key, embed, fit_logistic, pair_features, pca_kl, topk_credit
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.params.adversarial import resolve_size
+from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
-from stages import catalog
-from stages._adversarial import Layout, cue_key, embed, fit_logistic, pair_features, pca_kl, topk_credit
-from stages._config_adversarial import resolve_size
-from stages._embeddings import Cache
-from stages._io import write_csv
-from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 
 if TYPE_CHECKING:
-    from stages.config import AfliteParams, Params
+    from gavil.params import AfliteParams, Params
 
 
 class Metrics(TypedDict):
@@ -105,7 +105,7 @@ def aflite(x: np.ndarray, lay: Layout, ids: np.ndarray, concepts: list[set[str]]
 
     Args:
         x: (pair rows, features) float32, rows as ``lay.rows`` index them.
-        lay: the instances' candidates (:class:`stages._adversarial.Layout`), one row per instance.
+        lay: the instances' candidates (:class:`gavil.models.features.Layout`), one row per instance.
         ids: instance ids (str), the same order as ``lay``. concepts: each instance's candidates.
 
     Returns:

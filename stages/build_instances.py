@@ -13,11 +13,11 @@
 - **Concreteness** (reference: every released SWOW association and distractor has a Brysbaert
   rating >= 4.03; cues are not filtered): with ``instances.swow.min_concreteness`` set (default
   4.0), associations and distractors must have a Brysbaert et al. (2014) rating >= it
-  (:mod:`stages._concreteness`). Every word considered gets its fate in the ``concreteness``
+  (:mod:`gavil.domain.concreteness`). Every word considered gets its fate in the ``concreteness``
   table (rating, status, reason); each instance lists in ``dropped_words`` the responses it skipped
   as associations ("word: reason"). ``null`` turns the filter off.
 - **Ambiguity**: ``candidates_connectivity_score`` = the number of distinct candidate subsets
-  (size >= 2) that other SWOW cues link to (:func:`stages._concreteness.connectivity_scores`);
+  (size >= 2) that other SWOW cues link to (:func:`gavil.domain.concreteness.connectivity_scores`);
   with ``instances.swow.max_connectivity`` set, instances above it are ``too_ambiguous``.
 """
 
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 import pandas as pd
 
+from gavil.domain.concreteness import brysbaert_norms, connectivity_scores, judge
+from gavil.domain.vocabulary import CANDIDATE_SIZES
+from gavil.pipeline import catalog
 from schemas.instances import CandidateSets, Concreteness, SwowInstances
-from stages import catalog
-from stages._concreteness import brysbaert_norms, connectivity_scores, judge
-from stages.domain import CANDIDATE_SIZES
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 class Metrics(TypedDict):
@@ -102,7 +102,7 @@ def swow_instances(
         profane: cues flagged by ``filter_profanity``.
         min_concreteness: Brysbaert threshold for associations and distractors (None: no filter).
         max_connectivity: instances with a larger ``candidates_connectivity_score`` are too_ambiguous.
-        norms: word -> rating (default: :func:`stages._concreteness.brysbaert_norms` when filtering).
+        norms: word -> rating (default: :func:`gavil.domain.concreteness.brysbaert_norms` when filtering).
 
     Linear in the edges plus, per cue, its own responses: the distractors are drawn by index from
     the sorted pool with the cue's responses skipped, never by materialising a per-cue copy of

@@ -31,14 +31,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gavil.domain.vocabulary import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
+from gavil.io import atomic_path, csv_text, csv_writer, validate
+from gavil.pipeline import catalog
 from schemas.export import BENCHMARK_COLUMNS, HF_FEATURES, BenchmarkDataset
 from schemas.ocr import accepted_images
-from stages import catalog
-from stages._io import atomic_path, csv_text, csv_writer, validate
-from stages.domain import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 class Metrics(TypedDict):
@@ -69,7 +69,7 @@ def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFr
 
 def to_release_csv(bench: pd.DataFrame) -> str:
     """The CSV text, formatted as the release (JSON list cells, pandas float repr, LF), every
-    cell spreadsheet-safe (:func:`stages._io.csv_text`; no released cell needs a change)."""
+    cell spreadsheet-safe (:func:`gavil.io.csv_text`; no released cell needs a change)."""
     out = bench.copy()
     for col in ("candidates", "associations"):
         out[col] = out[col].map(json.dumps)
@@ -98,7 +98,7 @@ def split_table(selection: pd.DataFrame, split: str) -> tuple[list[str], list[li
 
 
 def to_split_csv(header: list[str], rows: list[list[str]]) -> str:
-    """A release split file's text (CRLF), every cell spreadsheet-safe (:func:`stages._io.csv_writer`)."""
+    """A release split file's text (CRLF), every cell spreadsheet-safe (:func:`gavil.io.csv_writer`)."""
     buf = io.StringIO()
     w = csv_writer(buf, lineterminator="\r\n")
     w.writerow(header)
@@ -152,7 +152,7 @@ def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFr
     its size in Arrow memory: the card's ``num_bytes``).
 
     An empty table is written with no row group at all (``datasets`` cannot read a zero-row row
-    group). Not :func:`stages.catalog.write_table`: its schema has no binary image cells."""
+    group). Not :func:`gavil.pipeline.catalog.write_table`: its schema has no binary image cells."""
     ds = validate(ds.reset_index(drop=True), BenchmarkDataset)
     schema = hf_arrow_schema()
     nbytes = 0

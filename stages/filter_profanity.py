@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
-from stages import catalog
-from stages._profanity import ProfanityFilter
+from gavil.domain.profanity import ProfanityFilter
+from gavil.pipeline import catalog
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 class Metrics(TypedDict):

@@ -50,13 +50,13 @@ import pandas as pd
 from PIL import Image
 from rapidfuzz import fuzz
 
+from gavil.io import partitions, read_parquet, write_csv, write_parquet
+from gavil.pipeline import catalog
+from gavil.progress import progress
 from schemas.ocr import Ocr, OcrCache
-from stages import catalog
-from stages._io import partitions, read_parquet, write_csv, write_parquet
-from stages._progress import progress
 
 if TYPE_CHECKING:
-    from stages.config import OcrParams, Params
+    from gavil.params import OcrParams, Params
 
 
 class Metrics(TypedDict):
@@ -137,20 +137,20 @@ def make_reader(batch_size: int = 8, precision: str = "fp32", device: str = "cpu
     Detector first: ``Reader.detect`` runs on groups of same-shaped images (up to
     ``batch_size`` at once), then ``Reader.recognize`` only on images where CRAFT found text
     boxes - the same two calls, with the same defaults, that ``Reader.readtext`` makes.
-    ``precision``/``device`` are params values (``auto`` resolved by :mod:`stages._precision`):
+    ``precision``/``device`` are params values (``auto`` resolved by :mod:`gavil.models.precision`):
     bf16 runs the CRAFT detector under autocast in channels-last format (:func:`_fast`).
 
     Raises:
         RuntimeError: if the offline weights package is missing (names the package to install).
         ParamsError: ``device: cuda`` without a CUDA device.
     """
-    from stages._torchvision_compat import ensure_torchvision
+    from gavil.models.torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
     import cv2
     import easyocr
 
-    from stages._precision import resolve
+    from gavil.models.precision import resolve
 
     try:
         import easyocr_en_models
@@ -222,7 +222,7 @@ def _fast(reader: Any, precision: str, device: str) -> None:
         return
     import torch
 
-    from stages._precision import autocast, channels_last
+    from gavil.models.precision import autocast, channels_last
 
     class Detector(torch.nn.Module):
         def __init__(self, net: torch.nn.Module) -> None:
@@ -407,7 +407,7 @@ _READERS: dict[tuple[int, str, str], BatchReader] = {}  # one EasyOCR Reader per
 def _engine(p: OcrParams) -> str:
     """The cache's engine label: EasyOCR version, language and resolved numerics, e.g.
     ``easyocr-1.7.2-en|bf16-cpu`` (bf16 or a GPU can read a box differently: never mixed)."""
-    from stages._precision import numerics_id, resolve
+    from gavil.models.precision import numerics_id, resolve
 
     return f"easyocr-{importlib.metadata.version('easyocr')}-en|{numerics_id(*resolve(p.precision, p.device))}"
 

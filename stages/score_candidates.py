@@ -1,11 +1,11 @@
 """Stage 6, ``score_candidates``: the rival model's predictions and fool-the-AI scores.
 
 The rival model is CLIP RN50 with OpenAI weights (paper §2.1), via open_clip
-(:mod:`stages._models`). For each SWOW-baseline instance: prompt = "A/An cue"
-(:func:`stages.winogavil.prompt_for_cue`); L2-normalised text and image embeddings; cosine
+(:mod:`gavil.models.loading`). For each SWOW-baseline instance: prompt = "A/An cue"
+(:func:`gavil.domain.winogavil.prompt_for_cue`); L2-normalised text and image embeddings; cosine
 similarity; top-K with stable ties; Jaccard against the associations; fool-the-AI =
 ``100 - int(100 * J)`` (reference "Formulas"). Embeddings live in a persistent cache
-(``data/cache/embeddings.parquet``, :mod:`stages._embeddings`): a re-run or new instances
+(``data/cache/embeddings.parquet``, :mod:`gavil.models.embeddings`): a re-run or new instances
 embed only new images and prompts. The embedding is partitioned (:func:`plan`: images, then
 prompts, ``score.partition_size`` each; :func:`work` embeds one partition), so the Prefect flow
 can map it over workers; :func:`reduce` only looks embeddings up and ranks.
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
+from gavil.domain.winogavil import prompt_for_cue
+from gavil.io import partitions
+from gavil.models.embeddings import Cache, score_instances
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
 from schemas.scores import Scores
-from stages import catalog
-from stages._embeddings import Cache, score_instances
-from stages._io import partitions
-from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.winogavil import prompt_for_cue
 
 if TYPE_CHECKING:
-    from stages.config import Params, ScoreParams
+    from gavil.params import Params, ScoreParams
 
 
 class Metrics(TypedDict):

@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "test-key-not-secret")
 
 # Tests import open_clip/torchvision directly: make that safe on the CPU torch build first.
-from stages._torchvision_compat import ensure_torchvision  # noqa: E402
+from gavil.models.torchvision_compat import ensure_torchvision  # noqa: E402
 
 ensure_torchvision()
 

@@ -59,7 +59,7 @@ def game_project(dest: Path, images: list[str] = GAME_IMAGES) -> Path:
 
     import pandas as pd
 
-    from stages import catalog
+    from gavil.pipeline import catalog
 
     rows = []
     for name in images:

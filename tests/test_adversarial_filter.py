@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.io import validate
+from gavil.params import AdversarialFilterParams
 from schemas.adversarial import AfIterations, AfReplacements
-from stages._io import validate
 from stages.adversarial_filter import Member, adversarial_filter, pools_for
-from stages.config import AdversarialFilterParams
 
 D = 8
 P = AdversarialFilterParams(
@@ -109,9 +109,9 @@ def test_pools_exclude_swow_responses_both_ways_the_cue_and_associations():
 
 
 def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp_path, monkeypatch):
-    from stages import catalog
-    from stages.config import load_params
-    from stages.pipeline import run_stage
+    from gavil.params import load_params
+    from gavil.pipeline import catalog
+    from gavil.pipeline.runner import run_stage
     from tests.helpers import mini_project
 
     root = mini_project(tmp_path / "p", [])

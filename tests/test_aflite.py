@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.io import validate
+from gavil.models.features import Layout, pair_features
+from gavil.params import AfliteParams
 from schemas.adversarial import AflitePhases
-from stages._adversarial import Layout, pair_features
-from stages._io import validate
 from stages.aflite import aflite, kl_assessment
-from stages.config import AfliteParams
 
 D = 8
 P = AfliteParams(n_classifiers=12, train_size=200, cutoff=30, tau=0.75, seed=3)
@@ -89,15 +89,15 @@ def test_exact_credit_and_image_disjoint_split_run():
 
 
 def test_stage_on_the_release_sample(tmp_path, monkeypatch):
-    from stages import catalog
-    from stages.pipeline import run_stage
+    from gavil.pipeline import catalog
+    from gavil.pipeline.runner import run_stage
     from tests.helpers import mini_project
 
     root = mini_project(tmp_path / "p", [])
     monkeypatch.chdir(root)
     run_stage("import_annotations")
     run_stage("select_instances")
-    from stages.config import load_params
+    from gavil.params import load_params
 
     # 150 selected instances of each dataset (the rest marked not selected) keep the test fast
     sel = catalog.read_table("selection")

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from gavil.domain.privacy import hash_annotator
+from gavil.io import validate
 from schemas.annotations import AnnotationRejects, Instances, Solves
 from schemas.selection import Selection
-from stages._io import validate
-from stages._privacy import hash_annotator
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
 from stages.select_instances import select, table1, table1_markdown

@@ -4,6 +4,7 @@ deps come from the real imports, params are typed, and a user's mistake reads as
 from __future__ import annotations
 
 import ast
+import graphlib
 import os
 import re
 import subprocess
@@ -14,11 +15,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from stages import catalog
-from stages.codedeps import closure, code_deps
-from stages.config import Params, load_params, parse_params
-from stages.errors import ParamsError
-from stages.pipeline import STAGES, dvc_stage, run_stage
+from gavil.errors import ParamsError
+from gavil.params import Params, load_params, parse_params
+from gavil.pipeline import catalog
+from gavil.pipeline.codedeps import closure, code_deps
+from gavil.pipeline.dvc import dvc_stage
+from gavil.pipeline.registry import STAGES
+from gavil.pipeline.runner import run_stage
 from tests.helpers import ROOT
 
 STAGE_NAMES = {s.name for s in STAGES}
@@ -48,15 +51,72 @@ def test_stages_never_import_each_other(name):
         assert not bad, f"{f.relative_to(ROOT)} imports other stages: {sorted(bad)}"
 
 
-def test_report_query_and_schemas_import_no_stage():
-    for f in [ROOT / "stages/report.py", ROOT / "stages/query.py", *sorted((ROOT / "schemas").glob("*.py"))]:
-        bad = {m for m in _imported_modules(f) if m.startswith("stages.") and m.split(".")[1] in STAGE_NAMES}
-        assert not bad, f"{f.relative_to(ROOT)}: {sorted(bad)}"
+def test_the_library_schemas_and_flows_import_no_stage():
+    """``gavil`` (the library), ``schemas`` (the contracts) and ``flows`` never import ``stages``: the
+    registry loads a stage by name, so the arrows only point from the stages to the library."""
+    for folder in ("gavil", "schemas", "flows"):
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            bad = {m for m in _imported_modules(f) if m == "stages" or m.startswith("stages.")}
+            assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}: move the shared code into gavil/"
+
+
+def test_the_stages_folder_holds_the_stages_and_nothing_else():
+    """``stages/`` is one module or package per registered stage; everything shared lives in ``gavil/``."""
+    entries = {p.name for p in (ROOT / "stages").iterdir() if p.name != "__pycache__"}
+    expected = {"__init__.py"} | {n if (ROOT / "stages" / n).is_dir() else f"{n}.py" for n in STAGE_NAMES}
+    assert entries == expected, f"not a stage: {sorted(entries - expected)}; missing: {sorted(expected - entries)}"
+
+
+def _unit(module: str) -> str:
+    """The package an import arrow counts for: ``gavil.<sub>``, ``stages.<stage>``, ``schemas``, ``flows``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] in ("gavil", "stages") and len(parts) > 1 else parts[0]
+
+
+def _package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for top in ("gavil", "stages", "schemas", "flows"):
+        for f in (ROOT / top).rglob("*.py"):
+            rel = f.relative_to(ROOT).with_suffix("")
+            me = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            for m in _imported_modules(f):
+                if m.split(".")[0] in ("gavil", "stages", "schemas", "flows") and _unit(m) != _unit(me):
+                    graph.setdefault(_unit(me), set()).add(_unit(m))
+    return graph
+
+
+def test_no_import_cycle_between_packages():
+    """The import arrows between packages (each ``gavil`` sub-package or module, each stage,
+    ``schemas``, ``flows``) form a DAG: a cycle is named with the arrows that close it."""
+    graph = _package_graph()
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"import cycle between packages: {' -> '.join(e.args[1])}")
+    assert {"gavil.pipeline", "gavil.params", "gavil.domain", "schemas"} <= set(order)
+
+
+def test_the_cycle_check_sees_a_cycle(monkeypatch):
+    """The check above can fail: a cycle planted in the graph is reported."""
+    graph = _package_graph()
+    graph.setdefault("gavil.domain", set()).add("gavil.game")
+    with pytest.raises(graphlib.CycleError):
+        list(graphlib.TopologicalSorter(graph).static_order())
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """An underscore means private to one module: no ``from x import _name`` across modules."""
+    for top in ("gavil", "stages", "schemas", "flows"):
+        for f in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("gavil", "stages"):
+                    bad = [a.name for a in node.names if a.name.startswith("_") and not a.asname]
+                    assert not bad, f"{f.relative_to(ROOT)} imports private {bad} from {node.module}"
 
 
 def test_generating_dvc_yaml_imports_no_stage_module():
     code = (
-        "import sys; from stages.pipeline import dvc_yaml; dvc_yaml(); "
+        "import sys; from gavil.pipeline.dvc import dvc_yaml; dvc_yaml(); "
         f"bad = [m for m in sys.modules if m.split('.')[0] == 'stages' and len(m.split('.')) > 1 "
         f"and m.split('.')[1] in {sorted(STAGE_NAMES)!r}]; print(bad); sys.exit(1 if bad else 0)"
     )
@@ -131,7 +191,7 @@ def test_every_catalog_table_has_a_model_and_one_writer():
 
 
 def test_no_source_file_over_500_lines():
-    for folder in ("stages", "flows", "schemas"):
+    for folder in ("gavil", "stages", "flows", "schemas"):
         for f in (ROOT / folder).rglob("*.py"):
             n = len(f.read_text().splitlines())
             assert n <= 500, f"{f.relative_to(ROOT)} has {n} lines"
@@ -139,7 +199,7 @@ def test_no_source_file_over_500_lines():
 
 def test_no_fmt_skip_crutches():
     crutch = "fmt" + ": skip"
-    for folder in ("stages", "flows", "schemas", "tests", "benchmarks"):
+    for folder in ("gavil", "stages", "flows", "schemas", "tests", "benchmarks"):
         for f in (ROOT / folder).rglob("*.py"):
             assert crutch not in f.read_text(), f
 
@@ -171,7 +231,7 @@ def test_dvc_yaml_outputs_never_overlap_and_caches_persist():
     assert {"data/cache/ocr_detections.parquet": {"persist": True}} in ocr["outs"]  # pushed with dvc push
     select = dvc_stage(next(s for s in STAGES if s.name == "select_instances"))
     assert {"data/ledger/benchmark_ids.parquet": {"persist": True, "cache": False}} in select["outs"]  # in git
-    assert "stages/_progress.py" in code_deps(next(s for s in STAGES if s.name == "ocr_filter"))
+    assert "gavil/progress.py" in code_deps(next(s for s in STAGES if s.name == "ocr_filter"))
 
 
 # --------------------------------------------------------------------------------------------- params

@@ -4,11 +4,11 @@ import json
 
 import pandas as pd
 
+from gavil.domain.concreteness import brysbaert_norms, connectivity_scores
+from gavil.io import validate
+from gavil.params import parse_params
 from schemas.instances import Concreteness, SwowInstances
-from stages._concreteness import brysbaert_norms, connectivity_scores
-from stages._io import validate
 from stages.build_instances import swow_instances
-from stages.config import parse_params
 from tests.helpers import RELEASE
 
 

@@ -18,15 +18,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from gavil.errors import ParamsError
+from gavil.io import validate
+from gavil.params import parse_params
+from gavil.pipeline import catalog
 from schemas.crawl import Candidates, Images
-from stages import catalog
-from stages._io import validate
-from stages.config import parse_params
 from stages.crawl_images import crawl
 from stages.crawl_images.register import register
 from stages.crawl_images.sources import local_candidates
 from stages.crawl_images.validate import InvalidImage, inspect_image, opted_out, safe_concept_name
-from stages.errors import ParamsError
 from tests.helpers import IMAGES, ROOT, send
 from tests.hostile_web import HostileWeb
 
@@ -524,7 +524,7 @@ import json, sys
 import pandas as pd
 sys.path.insert(0, {root!r})
 from stages.crawl_images import crawl
-from stages.config import parse_params
+from gavil.params import parse_params
 p = parse_params(json.loads(open("params.json").read()))
 concepts = json.loads(open("concepts.json").read())
 crawl(pd.DataFrame({{"concept": concepts, "status": ["ok"] * len(concepts), "reason": [None] * len(concepts)}}), p)

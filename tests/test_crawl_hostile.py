@@ -20,10 +20,11 @@ import pytest
 import yaml
 from PIL import Image
 
+from gavil.io import validate
+from gavil.params import parse_params
+from gavil.pipeline import catalog
+from gavil.pipeline.runner import run_stage
 from schemas.crawl import Candidates, Images
-from stages import catalog
-from stages._io import validate
-from stages.config import parse_params
 from stages.crawl_images import crawl
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.journal import Journal, reusable
@@ -31,7 +32,6 @@ from stages.crawl_images.liveness import held
 from stages.crawl_images.stage import reduce, work
 from stages.crawl_images.store import clean_store, staging
 from stages.crawl_images.urlguard import address_problem, candidate_url, redact
-from stages.pipeline import run_stage
 from tests.helpers import IMAGES, ROOT
 from tests.hostile_web import (
     FakeDns,
@@ -241,8 +241,8 @@ def test_partitions_in_threads_never_destroy_each_others_downloads(in_tmp, web, 
 TWO_PROCS = """
 import json, shutil, sys
 sys.path.insert(0, {root!r})
-from stages.config import parse_params
-from stages.pipeline import run_stage
+from gavil.params import parse_params
+from gavil.pipeline.runner import run_stage
 run_stage("crawl_images", parse_params(json.loads(open("params.json").read())))
 for n in ("candidates", "images"):
     shutil.copy(f"data/crawl/{{n}}.parquet", f"{{n}}-{{sys.argv[1]}}.parquet")
@@ -749,8 +749,8 @@ def test_x_robots_tag_on_any_hop_opts_out_and_respect_robots_false_switches_off_
 KILL_AND_RUN = """
 import json, sys
 sys.path.insert(0, {root!r})
-from stages.config import parse_params
-from stages.pipeline import run_stage
+from gavil.params import parse_params
+from gavil.pipeline.runner import run_stage
 run_stage("crawl_images", parse_params(json.loads(open("params.json").read())))
 """
 

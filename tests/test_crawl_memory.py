@@ -25,10 +25,10 @@ CHILD = r"""
 import json, sys
 sys.path.insert(0, {root!r})
 import pandas as pd
-from stages.config import parse_params
+from gavil.params import parse_params
 from stages.crawl_images import crawl
 from stages.crawl_images.journal import Journal
-from stages import catalog
+from gavil.pipeline import catalog
 
 def status_mb(key):
     # this process's own memory: getrusage's ru_maxrss would include the parent's at fork time

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from defusedcsv import csv as defused_csv
 
-from stages._io import csv_text, csv_writer, spreadsheet_safe, write_csv
+from gavil.io import csv_text, csv_writer, spreadsheet_safe, write_csv
 from stages.export import release_cell, to_release_csv, to_split_csv
 from tests.helpers import RELEASE
 

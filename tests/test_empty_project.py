@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from stages import catalog
-from stages.pipeline import STAGES, run_stage
+from gavil.pipeline import catalog
+from gavil.pipeline.registry import STAGES
+from gavil.pipeline.runner import run_stage
 from tests.helpers import FAST_AFLITE, ROOT
 
 #: Tables that hold instances or their derivatives: empty in an empty project.

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.domain.winogavil import jaccard
+from gavil.io import validate
 from schemas.evaluate import EvalPredictions, Evaluation
-from stages._io import validate
 from stages.evaluate import (
     RELEASE_EXPECTED,
     RELEASE_MODEL,
@@ -17,7 +18,6 @@ from stages.evaluate import (
     release_predictions,
     table4_markdown,
 )
-from stages.winogavil import jaccard
 from tests.helpers import RELEASE
 
 

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from stages import catalog
-from stages.pipeline import run_stage
+from gavil.pipeline import catalog
+from gavil.pipeline.runner import run_stage
 from stages.select_instances import content_fingerprint
 from tests.helpers import IMAGES, ROOT
 

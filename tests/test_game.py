@@ -19,11 +19,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from stages._game import build_game
-from stages._game.rival import Rival
-from stages._game.web import create_app
-from stages._game_store import store_file
-from stages.config import Params
+from gavil.game import build_game
+from gavil.game.rival import Rival
+from gavil.game.store import store_file
+from gavil.game.web import create_app
+from gavil.params import Params
 from stages.import_annotations import import_all
 from stages.select_instances import select
 from tests.helpers import ROOT, game_project
@@ -284,7 +284,7 @@ def test_kill_9_loses_no_acknowledged_submission(project):
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stages.cli", "game", "--port", str(port)],
+        [sys.executable, "-m", "gavil.cli", "game", "--port", str(port)],
         cwd=project,
         env=env,
         stdout=subprocess.DEVNULL,

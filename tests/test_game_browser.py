@@ -15,10 +15,10 @@ import pytest
 import uvicorn
 from playwright import sync_api  # a test dependency ([test] extra): these tests run, never skip
 
-from stages._game import build_game
-from stages._game.rival import Rival
-from stages._game.web import create_app
-from stages.config import Params
+from gavil.game import build_game
+from gavil.game.rival import Rival
+from gavil.game.web import create_app
+from gavil.params import Params
 from tests.helpers import game_project
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from stages import catalog
-from stages._game import build_game
-from stages._game.rival import Rival
-from stages._game.web import create_app
-from stages.config import load_params
+from gavil.game import build_game
+from gavil.game.rival import Rival
+from gavil.game.web import create_app
+from gavil.params import load_params
+from gavil.pipeline import catalog
 from tests.helpers import ROOT, mini_project
 
 IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick"]

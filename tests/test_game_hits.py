@@ -9,9 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from gavil.cli import app
+from gavil.params import Params
 from schemas.raw import CROWD_FIXED_COLUMNS
-from stages.cli import app
-from stages.config import Params
 from stages.import_annotations import import_all
 from tests.helpers import ROOT, game_project
 
@@ -78,7 +78,7 @@ def test_creation_and_solve_hits_round_trip_through_the_crowd_import(in_tmp):
     crowd = Params().annotations.crowd.model_dump()
     imported = import_all(None, [], in_tmp / "raw", KEY, crowd)
     # the hostile cue is shown safely in the HIT, then refused at import by the word rule
-    # (stages.names): its creation is a reject with the reason, its 3 solves name an unknown instance
+    # (gavil.domain.names): its creation is a reject with the reason, its 3 solves name an unknown instance
     reasons = imported.rejects["reason"].tolist()
     assert len(reasons) == 4 and "must start with a letter" in reasons[0], reasons
     assert all("unknown instance_id" in r for r in reasons[1:])

@@ -15,12 +15,12 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from stages._game import build_game
-from stages._game.rival import Rival
-from stages._game.service import Game
-from stages._game.web import create_app
-from stages._game_store import SCHEMA_VERSION, StoreTooNew, read_submissions, store_file
-from stages.config import Params
+from gavil.game import build_game
+from gavil.game.rival import Rival
+from gavil.game.service import Game
+from gavil.game.store import SCHEMA_VERSION, StoreTooNew, read_submissions, store_file
+from gavil.game.web import create_app
+from gavil.params import Params
 from stages.import_annotations import import_all
 from stages.select_instances import select
 from tests.helpers import game_project

@@ -21,10 +21,10 @@ import psutil
 import pytest
 from starlette.testclient import TestClient
 
-from stages._game import build_game
-from stages._game.rival import Rival
-from stages._game.web import MAX_BODY, create_app
-from stages.config import Params
+from gavil.game import build_game
+from gavil.game.rival import Rival
+from gavil.game.web import MAX_BODY, create_app
+from gavil.params import Params
 from tests.helpers import ROOT, game_project
 
 NO_RIVAL = Rival("no_weights", "No rival model: the RN50 weights are not available.")
@@ -205,7 +205,7 @@ def server(tmp_path_factory) -> Iterator[tuple[int, psutil.Process]]:
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GAVIL_GAME_JOIN_CODE": CODE, "GAVIL_GAME_ADMIN_TOKEN": "a"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stages.cli", "game", "--port", str(port)],
+        [sys.executable, "-m", "gavil.cli", "game", "--port", str(port)],
         cwd=project,
         env=env,
         stdout=subprocess.DEVNULL,

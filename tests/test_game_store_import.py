@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages._game_store import SCHEMA_VERSION, GameStoreError, connect, read_submissions, store_file
+from gavil.game.store import SCHEMA_VERSION, GameStoreError, connect, read_submissions, store_file
 from stages.import_annotations import import_all
 from tests.helpers import ROOT
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from gavil.io import validate
 from schemas.ingest import Concepts, Edges
-from stages._io import validate
 from stages.ingest_concepts import SwowFormatError, detect_format, ingest
 from tests.helpers import RELEASE, ROOT
 
@@ -382,7 +382,7 @@ def test_strength_file_in_any_spreadsheet_layout_reads_the_same_edges(tmp_path, 
     """Property: whatever separator, quoting, line end or BOM a CSV writer used, the edges are the same."""
     import csv
 
-    from stages.names import word_reason
+    from gavil.domain.names import word_reason
 
     q = {"minimal": csv.QUOTE_MINIMAL, "all": csv.QUOTE_ALL}[quoting]
     rows = STRENGTH_ROWS if sep != "\t" or quoting == "all" else [r for r in STRENGTH_ROWS if '"' not in r[1]]
@@ -394,7 +394,7 @@ def test_strength_file_in_any_spreadsheet_layout_reads_the_same_edges(tmp_path, 
     validate(res.edges, Edges)
     got = {(c, r): n for c, r, n in zip(res.edges["cue"], res.edges["response"], res.edges["r1_count"])}
     # a separator or quote inside a response is parsed as one field, then refused by the name policy
-    # (stages/names.py: words are letters, marks, internal hyphens/apostrophes): a reject row, not a split word
+    # (gavil/domain/names.py: words are letters, marks, internal hyphens/apostrophes): a reject row, not a split word
     words = [r for r in rows if word_reason(r[1]) is None]
     assert got == {(c, r.lower()): n for c, r, n, _, _ in words}
     assert res.rejects is not None

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
+from gavil.io import validate
 from schemas.instances import CandidateSets, SwowInstances
-from stages._io import validate
 from stages.build_instances import game_candidate_sets, swow_instances
 
 POOL = sorted(

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages import catalog
-from stages._privacy import hash_annotator, key_fingerprint
-from stages.config import parse_params
-from stages.errors import ParamsError
+from gavil.domain.privacy import hash_annotator, key_fingerprint
+from gavil.errors import ParamsError
+from gavil.params import parse_params
+from gavil.pipeline import catalog
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
 from stages.import_annotations.stage import AnnotatorKeyChanged, check_annotator_key
@@ -270,7 +270,7 @@ def test_a_different_key_stops_the_import_without_writing(in_tmp, monkeypatch):
 def test_the_fingerprint_param_is_checked_and_a_dependency():
     with pytest.raises(ParamsError, match="annotator_key_fingerprint"):
         parse_params({"annotations": {"annotator_key_fingerprint": "secret-key"}})
-    from stages.pipeline import BY_NAME
+    from gavil.pipeline.registry import BY_NAME
 
     assert "annotations.annotator_key_fingerprint" in BY_NAME["import_annotations"].param_keys
 
@@ -457,7 +457,7 @@ def test_the_recorded_key_fingerprint_survives_an_import_without_raw_data(in_tmp
 
 
 def test_split_id_collisions_are_an_error_with_the_fix():
-    from stages.errors import GavilError
+    from gavil.errors import GavilError
 
     files = [{"file": "winogavil_dataset.csv", "dataset": "game"}, {"file": "game_5_6.csv", "dataset": "game"}]
     res = import_all(RELEASE, files, None, KEY)
@@ -479,7 +479,7 @@ def test_unknown_keys_in_list_items_and_dict_values_get_a_suggestion():
 
 
 def test_params_files_are_read_strictly(tmp_path):
-    from stages.config import load_params
+    from gavil.params import load_params
 
     good = (ROOT / "params.yaml").read_text()
     cases = {

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stages import catalog
-from stages.config import parse_params
-from stages.errors import GavilError, ParamsError
+from gavil.errors import GavilError, ParamsError
+from gavil.params import parse_params
+from gavil.pipeline import catalog
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
 from stages.select_instances import content_fingerprint, select, update_ledger

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from gavil.domain.privacy import hash_annotator
+from gavil.io import validate
 from schemas.annotations import AnnotationRejects, Instances, Solves
 from schemas.selection import AnnotatorStats, Selection
-from stages._io import validate
-from stages._privacy import hash_annotator
 from stages.export import release_cell, split_table, to_split_csv
 from stages.filter_profanity import ProfanityFilter
 from stages.import_annotations import import_all

@@ -8,7 +8,7 @@ from importlib import metadata
 
 import pytest
 
-from stages import _mpnet
+from gavil.models import mpnet as _mpnet
 
 
 def test_a_cached_folder_without_the_installed_parts_is_unavailable(tmp_path, monkeypatch):

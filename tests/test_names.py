@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import regex
 
-from stages._game.service import GameError, clean_name
-from stages.domain import clean_cue, normalize_name
+from gavil.domain.names import BLANK_GRAPHICS, MAX_WORD, NameError_, clean_word, is_invisible
+from gavil.domain.vocabulary import clean_cue, normalize_name
+from gavil.game.service import GameError, clean_name
 from stages.import_annotations import import_all
 from stages.ingest_concepts import ingest
-from stages.names import BLANK_GRAPHICS, MAX_WORD, NameError_, clean_word, is_invisible
 from tests.helpers import RELEASE
 
 KEY = b"k"

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from gavil.io import validate
 from schemas.ocr import Ocr
-from stages._io import validate
 from stages.ocr_filter import MatchRule, decide, match_text, targets
 from tests.helpers import IMAGES
 

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.io import validate
 from schemas.evaluate import PairedEvaluation
-from stages._io import validate
 from stages.evaluate.paired import (
     CHANCE_PERCENT,
     both_solved,

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.errors import ParamsError
+from gavil.io import validate
+from gavil.models.embeddings import Cache
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.params import parse_params
 from schemas.evaluate import EvalPredictions
-from stages._embeddings import Cache
-from stages._io import validate
-from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.config import parse_params
-from stages.errors import ParamsError
 from stages.evaluate import association_types, captions, published, random_jaccard, supervised
 from tests.helpers import RELEASE
 
@@ -215,7 +215,7 @@ def test_supervised_learns_what_cosine_cannot_and_keeps_held_out_images_out():
 
 
 def test_mpnet_parts_missing_is_weights_unavailable_with_the_install_command(monkeypatch, tmp_path):
-    from stages import _mpnet
+    from gavil.models import mpnet as _mpnet
 
     monkeypatch.setenv("GAVIL_CACHE_DIR", str(tmp_path))
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gavil.pipeline.dvc import dvc_yaml
+from gavil.pipeline.metrics import METRICS_SUMMARY
+from gavil.pipeline.registry import STAGES, upstream
 from stages.evaluate.association_types import PAPER_TABLE6
-from stages.pipeline import METRICS_SUMMARY, STAGES, dvc_yaml, upstream
 from tests.helpers import FAST_AFLITE, ROOT, mini_project
 
 MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
@@ -233,8 +235,8 @@ def test_a_collaborator_pulls_everything_and_reruns_nothing(project, tmp_path):
 @pytest.mark.slow
 def test_query_sees_every_stage_table(project):
     d, _ = project
-    from stages import catalog
-    from stages.query import connect, table_files
+    from gavil.pipeline import catalog
+    from gavil.query import connect, table_files
 
     names = set(table_files(d))
     assert (
@@ -409,7 +411,7 @@ def test_dask_runner_gives_the_sequential_results(tmp_path, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
     from flows.build import run_flow
-    from stages.pipeline import run_stage
+    from gavil.pipeline.runner import run_stage
 
     def make(name, runner, size):
         d = mini_project(tmp_path / name, MINI_IMAGES)
@@ -473,7 +475,7 @@ def test_progress_lines_show_done_total_elapsed_eta_and_rate(capsys):
     """Long loops print plain lines (console and Prefect logs alike); short loops stay silent."""
     import time
 
-    from stages._progress import progress
+    from gavil.progress import progress
 
     def slow():
         for i in range(6):
@@ -555,7 +557,7 @@ def test_deployments_from_params():
 def test_report_page_holds_the_run_and_renders(project, tmp_path):
     import shutil
 
-    from stages.report import write_report
+    from gavil.report import write_report
 
     d, _ = project
     page = write_report(d)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from stages._embeddings import Cache
-from stages._models import ModelSpec, RuntimeOptions, load_model
-from stages._precision import cpu_native_bf16, flags_native_bf16, numerics_id, resolve, resolve_device
-from stages.config import OcrParams, Params, parse_params
-from stages.errors import ParamsError
+from gavil.errors import ParamsError
+from gavil.models.embeddings import Cache
+from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
+from gavil.models.precision import cpu_native_bf16, flags_native_bf16, numerics_id, resolve, resolve_device
+from gavil.params import OcrParams, Params, parse_params
 from tests.helpers import IMAGES
 
 
@@ -59,7 +59,7 @@ def test_every_stage_that_embeds_lists_the_numerics_it_embeds_at():
     import ast
     import inspect
 
-    from stages import pipeline
+    from gavil.pipeline import registry as pipeline
 
     for spec in pipeline.STAGES:
         module = __import__(f"stages.{spec.name}", fromlist=["_"])
@@ -94,7 +94,7 @@ def test_batch_norm_folding_keeps_craft_outputs():
     import easyocr_en_models
     from easyocr.detection import get_detector
 
-    from stages._torchvision_compat import ensure_torchvision
+    from gavil.models.torchvision_compat import ensure_torchvision
     from stages.ocr_filter import fold_batch_norm
 
     ensure_torchvision()

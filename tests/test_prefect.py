@@ -214,7 +214,7 @@ def test_a_stage_past_its_timeout_is_stopped(served, tmp_path, monkeypatch):
     api = served[0]
     d = mini_project(tmp_path / "slow", MINI_IMAGES)
     os.mkfifo(d / "stuck.fifo")
-    with open(d / "stages/pipeline.py", "a") as f:  # the stage process imports the project's copy
+    with open(d / "gavil/pipeline/runner.py", "a") as f:  # the stage process imports the project's copy
         f.write(STUCK_STAGE)
     params = yaml.safe_load((d / "params.yaml").read_text())
     params["prefect"]["task_timeout_s"] = 4
@@ -250,7 +250,7 @@ def _holders(target: Path) -> list[str]:
 # ------------------------------------------------------------------------------------ stage processes
 def noisy() -> str:
     """Prints like a stage does: nested tqdm bars (escape codes), a colour, a carriage return."""
-    from stages._progress import progress
+    from gavil.progress import progress
 
     for _ in progress(range(2), "outer", interval=0, min_total=1):
         for _ in progress(range(2), "inner", interval=0, min_total=1):
@@ -280,7 +280,7 @@ def test_stage_process_output_reaches_the_log_as_clean_lines(monkeypatch):
 
 def test_stage_process_is_killed_at_its_deadline_and_errors_come_back(monkeypatch):
     from flows.hosts import StageTimeout, run_in_process, shutdown
-    from stages.pipeline import UnknownStage
+    from gavil.pipeline.registry import UnknownStage
 
     monkeypatch.chdir(ROOT)
     try:
@@ -291,7 +291,7 @@ def test_stage_process_is_killed_at_its_deadline_and_errors_come_back(monkeypatc
         pid = int(re.search(r"process (\d+) was killed", str(e.value)).group(1))  # type: ignore[union-attr]
         assert not Path(f"/proc/{pid}").exists()  # killed and reaped
         with pytest.raises(UnknownStage, match="unknown stage 'nope'") as e2:  # the stage's own error, typed
-            run_in_process("stages.pipeline:run_stage", "nope", str(ROOT / "params.yaml"), timeout=60)
+            run_in_process("gavil.pipeline.runner:run_stage", "nope", str(ROOT / "params.yaml"), timeout=60)
         assert "in the stage process" in "".join(e2.value.__notes__)
         assert run_in_process("math:hypot", 3, 4, timeout=60) == 5.0  # a fresh process after the kill
     finally:
@@ -337,7 +337,7 @@ def test_server_refuses_a_sqlalchemy_that_stops_the_scheduler(monkeypatch):
     import importlib.metadata
 
     from flows.server import check_server_dependencies
-    from stages.errors import GavilError
+    from gavil.errors import GavilError
 
     check_server_dependencies()  # the installed one is fine
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.1.9")
@@ -348,7 +348,7 @@ def test_server_refuses_a_sqlalchemy_that_stops_the_scheduler(monkeypatch):
 # ------------------------------------------------------------------------------------------ the install
 def test_constraints_pin_this_tested_environment():
     """constraints.txt = the installed dependency closure (`gavil constraints --write` regenerates it)."""
-    from stages.cli import constraints_text
+    from gavil.cli import constraints_text
 
     text = (ROOT / "constraints.txt").read_text()
     pins = dict(line.split("==") for line in text.splitlines() if line and not line.startswith("#"))

@@ -1,7 +1,7 @@
 import pandas as pd
 
+from gavil.io import validate
 from schemas.profanity import ConceptFilter
-from stages._io import validate
 from stages.filter_profanity import ProfanityFilter, filter_concepts
 
 

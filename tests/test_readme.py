@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.pipeline import STAGES
+from gavil.pipeline.registry import STAGES
 from tests.helpers import FAST_AFLITE, ROOT, mini_project
 
 README = (ROOT / "README.md").read_text()
@@ -60,7 +60,7 @@ def built(tmp_path_factory) -> Path:
     params["paper"]["text_models"] = params["paper"]["text_models"][:1]  # MiniLM only (MPNet: tests/test_paper.py)
     params["paper"]["supervised"] = {**params["paper"]["supervised"], "enabled": False, "models": []}
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    code = f"from stages.pipeline import run_stage\nfor s in {[s.name for s in STAGES]!r}: run_stage(s)"
+    code = f"from gavil.pipeline.runner import run_stage\nfor s in {[s.name for s in STAGES]!r}: run_stage(s)"
     out = subprocess.run([sys.executable, "-c", code], cwd=d, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return d

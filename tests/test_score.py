@@ -4,14 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.domain.winogavil import top_k
+from gavil.errors import ParamsError
+from gavil.io import validate
+from gavil.models.embeddings import Cache, predict, score_instances
+from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.params import ScoreParams, parse_params
 from schemas.scores import Scores
-from stages._embeddings import Cache, predict, score_instances
-from stages._io import validate
-from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.config import ScoreParams, parse_params
-from stages.errors import ParamsError
 from stages.score_candidates import with_model_columns
-from stages.winogavil import top_k
 
 INSTANCES = pd.DataFrame(
     {
@@ -225,7 +225,8 @@ def test_text_only_baseline_runs_offline():
 
 
 def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, monkeypatch):
-    from stages import catalog, score_candidates
+    from gavil.pipeline import catalog
+    from stages import score_candidates
 
     catalog.write_table(
         pd.DataFrame(
@@ -291,7 +292,8 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
     RN50, so the flow maps them too); after the partitions ran, reduce() only looks up and ranks."""
     import hashlib
 
-    from stages import catalog, score_candidates
+    from gavil.pipeline import catalog
+    from stages import score_candidates
 
     concepts = ["rocket", "cat", "moon", "coffee", "brick", "star"]  # "unicorn" has no accepted image
     sha = {c: hashlib.sha256(c.encode()).hexdigest() for c in concepts}

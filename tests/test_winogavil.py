@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stages.winogavil import (
+from gavil.domain.winogavil import (
     FOOL_THE_AI_VALUES,
     fool_the_ai_score,
     jaccard,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from stages._progress import progress
+from gavil.progress import progress
 from stages.crawl_images.client import FetchFailed
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.fetch import Fetcher
@@ -137,7 +137,7 @@ def _crawler_classes() -> tuple[type, type, type, type]:
 
 @contextmanager
 def _ticker(desc: str, total: int) -> Iterator[Callable[[], None]]:
-    """A thread-safe ``tick()`` for worker threads, reported with :func:`stages._progress.progress`
+    """A thread-safe ``tick()`` for worker threads, reported with :func:`gavil.progress.progress`
     (``total`` may be an upper bound: the report ends when the block does)."""
     ticks: queue.SimpleQueue[int | None] = queue.SimpleQueue()
 

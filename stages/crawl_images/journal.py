@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from stages._io import atomic_path
+from gavil.io import atomic_path
 from stages.crawl_images.liveness import Hold, held
 
 

@@ -7,7 +7,7 @@
   fetched by :mod:`stages.crawl_images.icrawler_glue` and read by :func:`bing_image_urls` /
   :func:`greedy_image_urls`.
 
-Names are compared in the project's one form, :func:`stages.domain.normalize_name`, on both sides
+Names are compared in the project's one form, :func:`gavil.domain.vocabulary.normalize_name`, on both sides
 (file stems and map keys, and concepts); keys that become one name are merged in file order and
 the concept's row says so (``Found.note``), never overwritten silently. Every URL passes through
 :func:`stages.crawl_images.urlguard.candidate_url` (credentials redacted) before it is journaled.
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote, quote_plus
 
+from gavil.domain.vocabulary import normalize_name
+from gavil.errors import ParamsError
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.urlguard import candidate_url, redact
 from stages.crawl_images.validate import safe_concept_name
-from stages.domain import normalize_name
-from stages.errors import ParamsError
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "gif", "bmp", "webp", "tif", "tiff")
 _IMAGE_LINK = re.compile(r"\.(jpe?g|png|gif|webp|bmp|tiff?|avif)$", re.IGNORECASE)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from stages import catalog
-from stages._io import partitions
-from stages._progress import progress
+from gavil.io import partitions
+from gavil.pipeline import catalog
+from gavil.progress import progress
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.icrawler_glue import CrawlRun
 from stages.crawl_images.journal import Journal, reusable
@@ -26,7 +26,7 @@ from stages.crawl_images.sources import page_url, source_candidates
 from stages.crawl_images.store import Keeper, clean_store, staging
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 def plan(params: Params) -> list[list[str]]:
@@ -41,7 +41,7 @@ def work(params: Params, concepts: list[str]) -> dict[str, int]:
     Returns counts: ``{"concepts", "fetched"}`` (HTTP downloads made in this call).
 
     Raises:
-        stages.errors.ParamsError: bad params, or a ``crawl.urllist_path`` that is not a URL map.
+        gavil.errors.ParamsError: bad params, or a ``crawl.urllist_path`` that is not a URL map.
         FileNotFoundError: ``crawl.local_dir`` is not a folder (local source).
     """
     cfg = CrawlConfig.from_params(params.crawl)

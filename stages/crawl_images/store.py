@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from stages._io import sha256_file
+from gavil.io import sha256_file
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.journal import Journal
 from stages.crawl_images.liveness import Hold, held

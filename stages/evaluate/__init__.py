@@ -3,7 +3,7 @@
 For every model in ``evaluate.models`` (open_clip architectures with a tag or weights file, or
 the text-only baseline that compares the cue with the candidates' *names*) and every selected
 instance (game and SWOW baseline): top-K prediction and Jaccard, as in
-:mod:`stages._embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
+:mod:`gavil.models.embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
 candidates (5, 6, 10, 12) and by the groups 5-6 and 10-12, each with a 95 % percentile bootstrap
 CI over instances (``evaluate.bootstrap`` resamples, seeded) and the random-chance Jaccard of the
 same instances (exact expectation for a uniformly random K-subset of N).
@@ -31,19 +31,19 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard
+from gavil.errors import MissingInput
+from gavil.io import atomic_path
+from gavil.models.embeddings import Cache, score_instances
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.pipeline import catalog
 from schemas.evaluate import EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
-from stages import catalog
-from stages._embeddings import Cache, score_instances
-from stages._io import atomic_path
-from stages._models import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from stages.errors import MissingInput
 from stages.evaluate import paired, paper
 from stages.evaluate.published import rerank
-from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 class Metrics(TypedDict):

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from stages.errors import MissingInput
+from gavil.errors import MissingInput
 
 #: File label -> paper Table 6 row, with the paper's items and "% Model" (CLIP ViT-B/32).
 PAPER_TABLE6: dict[str, tuple[str, int, int]] = {

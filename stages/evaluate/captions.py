@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard
+from gavil.errors import MissingInput
+from gavil.models.embeddings import Cache, predict
+from gavil.models.loading import LoadedModel
 from schemas.evaluate import EvalPredictions
-from stages._embeddings import Cache, predict
-from stages._models import LoadedModel
-from stages.errors import MissingInput
 from stages.evaluate.published import TieBreak, datacomp_jaccard, top_k_positions
-from stages.winogavil import candidate_group, fool_the_ai_score, jaccard
 
 MODES = {"names": "cue vs names", "captions": "cue vs OFA captions"}
 #: Paper Table 7 (x100, truncated): model id -> game 10&12, game 5&6, SWOW 5&6 with OFA captions.

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stages.winogavil import candidate_group
+from gavil.domain.winogavil import candidate_group
 
 SCORES = ("text", "image", "group")
 CHANCE_PERCENT = {"text": 25.0, "image": 25.0, "group": 100 / 6}
@@ -281,7 +281,7 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
 def run(inst: pd.DataFrame, pred: pd.DataFrame, release_dir: Any, n_boot: int, seed: int) -> dict[str, Any]:
     """Write the ``paired_evaluation`` table (models' paired scores and the release's "both cues
     solved"); returns the metrics: pair counts per dataset and :func:`summary`."""
-    from stages import catalog
+    from gavil.pipeline import catalog
 
     rel_inst, rel_pred = release_game_predictions(
         release_dir, ["game_5_6_with_predictions.csv", "game_10_12_with_predictions.csv"]

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from stages import catalog
-from stages._embeddings import Cache
-from stages._io import atomic_path
-from stages._models import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.io import atomic_path
+from gavil.models.embeddings import Cache
+from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.pipeline import catalog
 from stages.evaluate import association_types, captions, published, supervised
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 SPLIT_FILES = {
     "game_5_6": "cue_image_pairs_game_5_6.json",

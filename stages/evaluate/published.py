@@ -13,7 +13,7 @@
   (hypergeometric, :func:`stages.evaluate.random_jaccard`), averaged over the same instances;
   (2) DataComp's 0.205 (figure quoted in the project's issue for DataComp's WinoGAViL task; its
   derivation is not published with the code); (3) the paper's 38 / 34 / 24 / 17 % for N = 5 / 6 / 10 / 12
-  (§2; :data:`stages.winogavil.RANDOM_EXPECTED_JACCARD_PERCENT`).
+  (§2; :data:`gavil.domain.winogavil.RANDOM_EXPECTED_JACCARD_PERCENT`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stages.winogavil import RANDOM_EXPECTED_JACCARD_PERCENT
+from gavil.domain.winogavil import RANDOM_EXPECTED_JACCARD_PERCENT
 
 TieBreak = Literal["stable", "datacomp"]
 
@@ -89,7 +89,7 @@ def rerank(scored: Any, tie_break: TieBreak) -> Any:
     sklearn for ``datacomp``. ``stable`` returns ``scored`` unchanged (that is how it was scored)."""
     if tie_break == "stable":
         return scored
-    from stages.winogavil import fool_the_ai_score
+    from gavil.domain.winogavil import fool_the_ai_score
 
     out = scored.copy()
     for i, r in out.iterrows():

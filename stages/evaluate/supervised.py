@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stages.winogavil import candidate_group, jaccard
+from gavil.domain.winogavil import candidate_group, jaccard
 
 
 def cue_image_pairs(instances: pd.DataFrame, drop_images: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ when its instance is known, the selection has exactly K distinct candidates, and
 not answered that instance. Every other row goes to ``annotation_rejects`` with file, line and
 reason. Cues of raw instances pass the profanity filter (``profanity`` params): a flagged cue is
 kept with ``cue_flag`` and kept out of selection. Annotator ids are replaced by keyed hashes
-(:mod:`stages._privacy`) before anything is stored. A file whose bytes were already imported is
+(:mod:`gavil.domain.privacy`) before anything is stored. A file whose bytes were already imported is
 skipped (idempotent re-import).
 
 Modules, by role: :mod:`.records` (header layouts, :class:`RowError`, cell parsing, the CSV/JSONL

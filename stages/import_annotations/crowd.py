@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.raw import CROWD_FIXED_COLUMNS
-from stages.import_annotations.raw import _import_creation_records, _import_solve_records, _missing_columns
+from stages.import_annotations.raw import import_creation_records, import_solve_records, missing_columns
 from stages.import_annotations.records import ImportState, Records, iter_records
 
 
@@ -69,11 +69,11 @@ def import_crowd(path: Path, kind: str, crowd: dict[str, Any], state: ImportStat
         else ["instance_id", "selection"]
     )
     required = CROWD_FIXED_COLUMNS + [cols[k] for k in wanted]
-    missing = _missing_columns(path, required)
+    missing = missing_columns(path, required)
     if missing:
         state.reject(name, 1, kind, f"missing column(s) {missing} (see annotations.crowd.columns)", None)
         state.read[name] = 0
         return
     records = _crowd_records(path, kind, crowd)
-    importer = _import_creation_records if kind == "creation" else _import_solve_records
+    importer = import_creation_records if kind == "creation" else import_solve_records
     state.read[name] = importer(name, records, state)

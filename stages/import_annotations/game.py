@@ -1,4 +1,4 @@
-"""The collection game's store (``<game.store_dir>/game.sqlite``, :mod:`stages._game_store`) as an
+"""The collection game's store (``<game.store_dir>/game.sqlite``, :mod:`gavil.game.store`) as an
 annotation source: its creations and solves are fed, as raw records, to the same validation as
 raw batches (:mod:`stages.import_annotations.raw`: cue, N, K, two-cue tasks, duplicates, no
 self-solve) and player ids are hashed with the same annotator key. Rejects name the store file
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages._game_store import read_submissions
-from stages.import_annotations.raw import _import_creation_records, _import_solve_records
+from gavil.game.store import read_submissions
+from stages.import_annotations.raw import import_creation_records, import_solve_records
 from stages.import_annotations.records import ImportState, Records
 
 
@@ -33,10 +33,10 @@ SOLVE_FIELDS = ("instance_id", "solver_id", "selection")
 
 
 def read_game(path: Path) -> tuple[list[dict], list[dict]]:
-    """(creations, solves) of the store (see :func:`stages._game_store.read_submissions`).
+    """(creations, solves) of the store (see :func:`gavil.game.store.read_submissions`).
 
     Raises:
-        stages._game_store.GameStoreError: the store is empty (0 bytes), not SQLite, damaged,
+        gavil.game.store.GameStoreError: the store is empty (0 bytes), not SQLite, damaged,
             foreign, newer, or has a malformed row (one line naming the store and the row).
     """
     return read_submissions(path)
@@ -62,11 +62,11 @@ def import_game_creations(path: Path, creations: list[dict], state: ImportState)
     """Import the store's creations (instance origin ``raw``, images_source ``random``); returns
     how many creations had a random-weights (untrained) fool-the-AI score, imported as null."""
     name = f"{path.as_posix()}#creations"
-    state.read[name] = _import_creation_records(name, _records(creations, CREATION_FIELDS), state)
+    state.read[name] = import_creation_records(name, _records(creations, CREATION_FIELDS), state)
     return sum(r["rival_status"] == "untrained" for r in creations)
 
 
 def import_game_solves(path: Path, solves: list[dict], state: ImportState) -> None:
     """Import the store's solves (after every creation, batches' included)."""
     name = f"{path.as_posix()}#solves"
-    state.read[name] = _import_solve_records(name, _records(solves, SOLVE_FIELDS), state)
+    state.read[name] = import_solve_records(name, _records(solves, SOLVE_FIELDS), state)

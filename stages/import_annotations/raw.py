@@ -11,14 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gavil.domain.privacy import hash_annotator
+from gavil.domain.vocabulary import clean_cue, normalize_name
 from schemas.raw import RawCreation, RawSolve, required_columns
-from stages._privacy import hash_annotator
-from stages.domain import clean_cue, normalize_name
 from stages.import_annotations.records import (
     ImportState,
     Records,
     RowError,
-    _check_instance_shape,
+    check_instance_shape,
     header_of,
     iter_records,
     parse_id,
@@ -27,7 +27,7 @@ from stages.import_annotations.records import (
 )
 
 
-def _missing_columns(path: Path, required: list[str]) -> list[str]:
+def missing_columns(path: Path, required: list[str]) -> list[str]:
     header = header_of(path)
     return [c for c in required if c not in header]
 
@@ -44,7 +44,7 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
         raise RowError(str(e)) from None
     cands = parse_list(rec["candidates"], "candidates", normalize=True)
     assoc = parse_list(rec["associations"], "associations", normalize=True)
-    _check_instance_shape(cands, assoc)
+    check_instance_shape(cands, assoc)
     content = (normalize_name(cue), tuple(sorted(cands)))
     if content in state.seen_raw_content:
         raise RowError(f"duplicate creation: cue {cue!r} was already given for these candidates")
@@ -132,14 +132,14 @@ def _import_records(
     return n_read
 
 
-def _import_creation_records(name: str, records: Records, state: ImportState) -> int:
+def import_creation_records(name: str, records: Records, state: ImportState) -> int:
     def accept(rec: dict[str, Any], line: int) -> None:
         _accept_creation(_check_creation(rec, state), name, line, state)
 
     return _import_records(name, "creation", records, state, accept)
 
 
-def _import_solve_records(name: str, records: Records, state: ImportState) -> int:
+def import_solve_records(name: str, records: Records, state: ImportState) -> int:
     def accept(rec: dict[str, Any], line: int) -> None:
         uid = f"raw:{parse_id(rec.get('instance_id'), 'instance_id')}"
         inst = state.by_uid.get(uid)
@@ -168,12 +168,10 @@ def _import_raw_file(path: Path, kind: str, state: ImportState) -> None:
     """Import a raw creations (:class:`schemas.raw.RawCreation`, one row = one cue) or solves
     (:class:`schemas.raw.RawSolve`, one row = one answer) file; missing columns reject the file."""
     name = path.as_posix()
-    model, importer = (
-        (RawCreation, _import_creation_records) if kind == "creation" else (RawSolve, _import_solve_records)
-    )
+    model, importer = (RawCreation, import_creation_records) if kind == "creation" else (RawSolve, import_solve_records)
     # a CSV's header names the columns of every row; JSONL records each carry their own keys,
     # so a record missing a field is rejected on its own (as a short CSV row is), not the file
-    missing = [] if path.suffix.lower() == ".jsonl" else _missing_columns(path, required_columns(model))
+    missing = [] if path.suffix.lower() == ".jsonl" else missing_columns(path, required_columns(model))
     if missing:
         state.reject(name, 1, kind, f"missing column(s) {missing}; required {required_columns(model)}", None)
         state.read[name] = 0

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages._privacy import hash_annotator
-from stages.domain import (
+from gavil.domain.names import NameError_, clean_word
+from gavil.domain.privacy import hash_annotator
+from gavil.domain.vocabulary import (
     CANDIDATE_SIZES,
     K_LIMITS,
     RELEASE_DATASET_COLUMNS,
@@ -27,8 +28,7 @@ from stages.domain import (
     RELEASE_SWOW_COLUMNS,
     normalize_name,
 )
-from stages.names import NameError_, clean_word
-from stages.winogavil import k_is_valid
+from gavil.domain.winogavil import k_is_valid
 
 GAME_HEADER = list(RELEASE_GAME_COLUMNS)
 DATASET_HEADER = list(RELEASE_DATASET_COLUMNS)
@@ -46,10 +46,10 @@ class RowError(ValueError):
 def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
     """A JSON list of non-empty strings (cell text or an already-parsed list), stripped.
 
-    Each name must pass the word policy (:func:`stages.names.clean_word` with phrases: letters and
+    Each name must pass the word policy (:func:`gavil.domain.names.clean_word` with phrases: letters and
     marks, internal hyphens/apostrophes, single spaces; no invisible character; one script; at
-    most :data:`stages.names.MAX_WORD` code points) and is taken in its NFKC form.
-    Names in it must be distinct after :func:`stages.domain.normalize_name` (NFC, trimmed,
+    most :data:`gavil.domain.names.MAX_WORD` code points) and is taken in its NFKC form.
+    Names in it must be distinct after :func:`gavil.domain.vocabulary.normalize_name` (NFC, trimmed,
     case-folded): ``["Dog", "dog"]`` is a RowError. With ``normalize`` the normalised names are
     returned (raw annotations are stored in that form); otherwise the stripped names as given
     (released files are kept as published).
@@ -61,7 +61,7 @@ def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
             raise RowError(f"{column}: not a JSON list ({e.msg})") from e
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RowError(f"{column}: must be a JSON list of non-empty strings")
-    try:  # image concepts: the word policy of stages.names (phrases of letters, no invisible characters)
+    try:  # image concepts: the word policy of gavil.domain.names (phrases of letters, no invisible characters)
         value = [clean_word(v, f"{column[:-1]} name", phrase=True) for v in value]
     except NameError_ as e:
         raise RowError(str(e)) from None
@@ -131,7 +131,7 @@ def parse_float(value: Any, column: str, lo: float | None = None, hi: float | No
     return f
 
 
-def _opt_float(rec: dict[str, Any], column: str) -> float | None:
+def opt_float(rec: dict[str, Any], column: str) -> float | None:
     return parse_float(rec[column], column) if rec.get(column) not in (None, "") else None
 
 
@@ -277,11 +277,11 @@ class ImportState:
         self.by_uid[inst["instance_uid"]] = inst
 
 
-def _check_instance_shape(
+def check_instance_shape(
     candidates: list[str], associations: list[str], k: int | None = None, n: int | None = None
 ) -> None:
     """The game's shape rules (N, K, associations among the candidates), names compared after
-    :func:`stages.domain.normalize_name`."""
+    :func:`gavil.domain.vocabulary.normalize_name`."""
     if len({normalize_name(c) for c in candidates}) != len(candidates):
         raise RowError("candidates contain duplicates")
     if len(candidates) not in CANDIDATE_SIZES:

@@ -1,29 +1,29 @@
 """Released WinoGAViL files: :func:`import_release_file` recognises the game, dataset or swow
 layout by header and imports each row as published (solver means/stds and fool-the-AI scores kept,
 cues not re-filtered by the profanity check; every cue and name passes the word policy of
-:mod:`stages.names`); a bad row becomes a ``release`` reject.
+:mod:`gavil.domain.names`); a bad row becomes a ``release`` reject.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stages.domain import normalize_name
+from gavil.domain.names import NameError_, clean_word
+from gavil.domain.vocabulary import normalize_name
 from stages.import_annotations.records import (
     DATASET_HEADER,
     GAME_HEADER,
     SWOW_HEADER,
     ImportState,
     RowError,
-    _check_instance_shape,
-    _opt_float,
+    check_instance_shape,
     header_of,
     iter_records,
+    opt_float,
     parse_float,
     parse_int,
     parse_list,
 )
-from stages.names import NameError_, clean_word
 
 
 def _opt_text(value: object, column: str) -> str | None:
@@ -55,7 +55,7 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
             k, n = parse_int(rec["num_associations"], "num_associations"), len(cands)
             if "num_candidates" in rec:
                 n = parse_int(rec["num_candidates"], "num_candidates")
-            _check_instance_shape(cands, assoc, k, n)
+            check_instance_shape(cands, assoc, k, n)
             spelled = {normalize_name(c): c for c in cands}
             assoc = [spelled[normalize_name(a)] for a in assoc]  # as the candidate list spells it
             rid = parse_int(rec["ID"], "ID")
@@ -95,9 +95,9 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
                     else None,
                     "images_source": _opt_text(rec.get("images_source"), "images_source"),
                     "task_id": None,
-                    "cue_weight": _opt_float(rec, "cue_weight"),
-                    "associations_mean_weight": _opt_float(rec, "associations_mean_weight"),
-                    "candidates_connectivity_score": _opt_float(rec, "candidates_connectivity_score"),
+                    "cue_weight": opt_float(rec, "cue_weight"),
+                    "associations_mean_weight": opt_float(rec, "associations_mean_weight"),
+                    "candidates_connectivity_score": opt_float(rec, "candidates_connectivity_score"),
                     "spymaster": None,
                     "cue_flag": None,  # released instances are imported as published
                 }

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from gavil.domain.privacy import annotator_key, key_fingerprint
+from gavil.domain.profanity import ProfanityFilter
+from gavil.domain.vocabulary import normalize_name
+from gavil.errors import GavilError, MissingInput
+from gavil.game.store import store_file
+from gavil.io import atomic_path
+from gavil.pipeline import catalog
 from schemas.annotations import AnnotationRejects, Instances, Solves
-from stages import catalog
-from stages._game_store import store_file
-from stages._io import atomic_path
-from stages._privacy import annotator_key, key_fingerprint
-from stages._profanity import ProfanityFilter
-from stages.domain import normalize_name
-from stages.errors import GavilError, MissingInput
 from stages.import_annotations.crowd import import_crowd
 from stages.import_annotations.game import import_game_creations, import_game_solves, read_game, store_metrics
 from stages.import_annotations.raw import import_creations, import_solves
@@ -29,7 +29,7 @@ from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 def _find(batch: Path, stem: str) -> list[Path]:
@@ -72,7 +72,7 @@ def import_all(
 
     Raises:
         MissingInput: a listed release file does not exist.
-        stages._game_store.GameStoreError: the store exists but cannot be read (see
+        gavil.game.store.GameStoreError: the store exists but cannot be read (see
             :func:`stages.import_annotations.game.read_game`); nothing is written then.
     """
     ids = frozenset(BASE_ID_COLUMNS) | frozenset(identity_columns)
@@ -160,7 +160,7 @@ def check_annotator_key(fingerprint: str, expected: str | None, previous: str | 
     """Refuse to hash ids under a key other than the intended one (README "Annotator ids").
 
     Args:
-        fingerprint: :func:`stages._privacy.key_fingerprint` of the key in use now.
+        fingerprint: :func:`gavil.domain.privacy.key_fingerprint` of the key in use now.
         expected: ``annotations.annotator_key_fingerprint`` (a DVC param), or None.
         previous: the fingerprint the last import recorded (``data/ledger/annotator_key.json``).
         hashes_ids: whether this import hashes any id (raw or crowd rows present).

@@ -14,7 +14,7 @@ Concepts are the SWOW cues (WinoGAViL §2.1 starts "with a corpus of English con
 obtained from SWOW"); for the release format also every image candidate.
 
 **Stored names.** Every cue, response and candidate is stored in one form:
-:func:`stages.domain.normalize_name` (Unicode NFC, surrounding whitespace trimmed, case-folded)
+:func:`gavil.domain.vocabulary.normalize_name` (Unicode NFC, surrounding whitespace trimmed, case-folded)
 with ``ingest.lowercase: true`` (the default), Unicode NFC + trimmed with ``false``; so "café"
 typed precomposed (NFC) or decomposed (NFD) is one concept either way. Input rows that differ
 only before normalisation ("Apple" / "apple") are merged (counts summed) and counted in the

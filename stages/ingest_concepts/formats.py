@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stages.domain import RELEASE_SWOW_COLUMNS, normalize_name
-from stages.errors import GavilError
+from gavil.domain.vocabulary import RELEASE_SWOW_COLUMNS, normalize_name
+from gavil.errors import GavilError
 
 #: SWOW tokens that are not responses (SWOW-EN documentation); compared by :func:`non_response_form`.
 NON_RESPONSES = frozenset({"Unknown word", "No more responses"})
@@ -79,7 +79,7 @@ def nfc_trim(name: str) -> str:
 
 
 def name_form(lowercase: bool) -> Callable[[str], str]:
-    """The one function every ingested name goes through: :func:`stages.domain.normalize_name`
+    """The one function every ingested name goes through: :func:`gavil.domain.vocabulary.normalize_name`
     (NFC, trimmed, case-folded) when ``lowercase``, else :func:`nfc_trim`."""
     return normalize_name if lowercase else nfc_trim
 

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from gavil.domain.names import word_reason
+from gavil.errors import MissingInput, ParamsError
+from gavil.pipeline import catalog
 from schemas.ingest import Edges
-from stages import catalog
-from stages.errors import MissingInput, ParamsError
 from stages.ingest_concepts.formats import FORMATS, SwowFormatError, detect_format
 from stages.ingest_concepts.readers import Read, read_swow_r100, read_swow_strength, read_winogavil_swow
-from stages.names import word_reason
 
 if TYPE_CHECKING:
-    from stages.config import Params
+    from gavil.params import Params
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ def reject_bad_names(
     edges: pd.DataFrame, candidates: list[str] | None
 ) -> tuple[pd.DataFrame, list[str] | None, pd.DataFrame]:
     """Split off the edges whose cue or response, and the candidates, that fail the word policy
-    (:func:`stages.names.word_reason`: phrases of letters; no invisible character such as
-    ``moon\u200b`` or an RLO; one script; at most :data:`stages.names.MAX_WORD` code points).
+    (:func:`gavil.domain.names.word_reason`: phrases of letters; no invisible character such as
+    ``moon\u200b`` or an RLO; one script; at most :data:`gavil.domain.names.MAX_WORD` code points).
 
     Returns (kept edges, kept candidates, rejects: one row per refused edge or candidate with
     ``cue``, ``response`` (None for a candidate) and ``reason``, in input order). Pure."""
@@ -105,7 +105,7 @@ def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> Inges
     Names are stored normalised (:func:`stages.ingest_concepts.formats.name_form`). Metrics add
     ``dropped_cues`` (by reason), ``merged_by_normalisation`` (cues and (cue, response) pairs
     that became one), ``name_form`` and ``rejected_names`` (edges and candidates whose word fails
-    the name policy of :mod:`stages.names`: each is a row of ``IngestResult.rejects`` with its
+    the name policy of :mod:`gavil.domain.names`: each is a row of ``IngestResult.rejects`` with its
     reason, never silently kept or dropped).
 
     Raises:

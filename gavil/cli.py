@@ -1,0 +1,325 @@
+"""``gavil``: the one console command (thin; every verb calls the same functions as DVC and Prefect).
+
+A user's mistake (bad params, a missing input, an unknown stage, a stage run before the stage
+it needs) is a :class:`gavil.errors.GavilError`: ``gavil`` prints its few lines and exits 2.
+``gavil --debug ...`` (or ``GAVIL_DEBUG=1``) shows the traceback too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="WinoGAViL benchmark pipeline.", pretty_exceptions_enable=False
+)
+DEBUG_ENV = "GAVIL_DEBUG"
+
+
+@app.callback()
+def _options(
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks (also: GAVIL_DEBUG=1)")] = False,
+) -> None:
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
+
+
+@app.command()
+def stage(
+    name: Annotated[str, typer.Argument(help="stage name, e.g. ingest_concepts")], params: str = "params.yaml"
+) -> None:
+    """Run one pipeline stage (this is what dvc.yaml calls)."""
+    from gavil.io import finite
+    from gavil.pipeline.runner import run_stage
+
+    metrics = run_stage(name, params)
+    typer.echo(f"{name}: " + json.dumps(finite(metrics), sort_keys=True, default=str))
+
+
+@app.command()
+def flow(params: str = "params.yaml") -> None:
+    """Run the whole pipeline as a Prefect flow (same stage functions, as tasks; heavy stages
+    mapped over partitions on the task runner of ``prefect.task_runner``)."""
+    from flows.build import run_flow
+
+    run_flow(params_path=params)
+
+
+@app.command()
+def server(
+    port: Annotated[int | None, typer.Option(help="default: the port of PREFECT_API_URL, else 4200")] = None,
+    host: str = "127.0.0.1",
+    timeout: Annotated[float, typer.Option(help="seconds to wait for its health endpoint")] = 120,
+    stop: Annotated[bool, typer.Option("--stop", help="stop the server `gavil server` started")] = False,
+) -> None:
+    """Start a local Prefect server in the background; returns once it answers (README, Prefect)."""
+    from flows import server as prefect_server
+
+    if stop:
+        typer.echo(prefect_server.stop())
+        return
+    s = prefect_server.start(port, host, timeout)
+    where = f"pid {s.pid}, log {s.log}" if s.pid else "already running"
+    typer.echo(f"Prefect server ready: {s.ui} ({where}); stop it with `gavil server --stop`")
+    typer.echo(f"export PREFECT_API_URL={s.api}")
+
+
+@app.command()
+def serve(
+    wait: Annotated[float, typer.Option(help="seconds to wait for the Prefect API to answer")] = 60,
+) -> None:
+    """Serve the Prefect deployments of params.yaml (needs a server: `gavil server`, README)."""
+    from flows.deploy import main
+    from flows.server import require_api
+
+    require_api(wait)
+    main()
+
+
+@app.command()
+def trigger(
+    deployment: Annotated[str, typer.Argument(help="a deployment of params.yaml: prefect.deployments")],
+    wait: Annotated[float, typer.Option(help="seconds to wait for the API and the deployment")] = 120,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="wait for the run to finish; exit 1 unless it completed")
+    ] = False,
+) -> None:
+    """Start a run of a served deployment now (waits until `gavil serve` has registered it)."""
+    from flows import server as prefect_server
+
+    run = prefect_server.trigger(deployment, wait, watch)
+    ui = (prefect_server.api_url() or "").removesuffix("/api")
+    typer.echo(
+        f"flow run {run.name} ({run.id}): {run.state.name if run.state else 'Scheduled'}; {ui}/runs/flow-run/{run.id}"
+    )
+    if watch and not (run.state and run.state.is_completed()):
+        raise typer.Exit(1)
+
+
+@app.command()
+def query(
+    sql: Annotated[
+        str,
+        typer.Argument(
+            help="SQL over the stage tables (views: concepts, edges, images, ocr, scores, selection, benchmark, ...)"
+        ),
+    ],
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json")] = "table",
+    max_rows: int = 40,
+) -> None:
+    """Query every stage's Parquet output with DuckDB."""
+    import duckdb
+
+    from gavil.io import csv_text
+    from gavil.query import connect, table_files
+
+    if not table_files():
+        typer.echo("no tables under data/: run `dvc repro` first", err=True)
+        raise typer.Exit(2)
+    con = connect()
+    try:
+        rel = con.sql(sql)
+    except duckdb.Error as e:
+        typer.echo(f"query failed: {e}\nviews: {', '.join(table_files())}", err=True)
+        raise typer.Exit(2) from e
+    if rel is None:
+        return
+    df = rel.df()
+    if fmt == "csv":
+        sys.stdout.write(csv_text(df))  # spreadsheet-safe, like every CSV the project writes
+    elif fmt == "json":
+        typer.echo(df.to_json(orient="records", force_ascii=False, default_handler=str))
+    else:
+        with_pd_options(df, max_rows)
+
+
+def with_pd_options(df, max_rows: int) -> None:  # noqa: ANN001
+    import pandas as pd
+
+    with pd.option_context(
+        "display.max_rows", max_rows, "display.max_columns", 50, "display.width", 200, "display.max_colwidth", 60
+    ):
+        typer.echo(df.to_string(index=False, max_rows=max_rows) if len(df) else "(no rows)")
+
+
+@app.command()
+def report(out: str = "data/report/index.html") -> None:
+    """Write one static HTML page about the run: fates, Table 1, Table 4, a gallery."""
+    from gavil.report import write_report
+
+    typer.echo(f"wrote {write_report('.', out)}")
+
+
+game_app = typer.Typer(help='The collection game (README "Collecting annotations").', invoke_without_command=True)
+app.add_typer(game_app, name="game")
+
+
+@game_app.callback()
+def game(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="default: game.host (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="default: game.port")] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Serve the spymaster/solver game; players join with the code in $GAVIL_GAME_JOIN_CODE."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from gavil.game import build_game
+    from gavil.game.web import create_app
+    from gavil.params import load_params
+
+    p = load_params(params)
+    g, images = build_game(p)
+    bind, at = host or p.game.host, p.game.port if port is None else port
+    typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
+    typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
+    uvicorn.run(create_app(g, images), host=bind, port=at, log_level="warning")
+
+
+@game_app.command("hits")
+def game_hits(
+    out: Annotated[str, typer.Option(help="folder for the task CSVs and HTML templates")] = "data/hits",
+    image_url: Annotated[str, typer.Option(help="URL prefix the crowd platform loads images from")] = "",
+    creations: Annotated[
+        str | None, typer.Option(help="a creation batch-results CSV: also write solve tasks for its cues")
+    ] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Write crowd-platform creation (and solve) task CSVs + HTML templates the import reads back."""
+    from gavil.game.hits import write_hits
+    from gavil.params import load_params
+
+    for f in write_hits(load_params(params), Path(out), image_url, Path(creations) if creations else None):
+        typer.echo(f"wrote {f}")
+
+
+@app.command("tables")
+def tables() -> None:
+    """List the views `gavil query` sees and their files."""
+    from gavil.query import table_files
+
+    for name, path in table_files().items():
+        typer.echo(f"{name:22s} {path}")
+
+
+@app.command("dvc-yaml")
+def dvc_yaml_cmd(write: bool = False, check: bool = False) -> None:
+    """Print dvc.yaml as generated from gavil/pipeline/registry.py (--write to save, --check to compare)."""
+    from gavil.pipeline.dvc import dvc_yaml, write_dvc_yaml
+
+    text = dvc_yaml()
+    if check:
+        same = Path("dvc.yaml").exists() and Path("dvc.yaml").read_text() == text
+        typer.echo(
+            "dvc.yaml is up to date"
+            if same
+            else "dvc.yaml differs from gavil/pipeline/registry.py: run `gavil dvc-yaml --write`"
+        )
+        raise typer.Exit(0 if same else 1)
+    if write:
+        typer.echo(f"wrote {write_dvc_yaml()}")
+    else:
+        typer.echo(text, nl=False)
+
+
+CONSTRAINTS_HEADER = """\
+# Exact versions of everything winogavil-pipeline needs (with its test and dask extras), as installed
+# and tested. The README's set-up commands install with it: pip install -c constraints.txt -e ".[test]"
+# Regenerate after changing pyproject.toml's dependencies, in an environment installed that way (then
+# `pip install` the change) and tested: gavil constraints --write
+"""
+
+
+def constraints_text(pyproject: str | Path = "pyproject.toml") -> str:
+    """``constraints.txt`` for this environment: ``name==version`` for every distribution in the
+    dependency closure of ``pyproject``'s dependencies and optional dependencies (markers evaluated
+    here), from the installed metadata.
+
+    Raises:
+        GavilError: a dependency is missing or does not satisfy its requirement, or a CUDA build
+            (``nvidia-*``, ``triton``, a ``+cu`` torch) is in the closure.
+    """
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from gavil.errors import GavilError
+
+    project = tomllib.loads(Path(pyproject).read_text())["project"]
+    wanted = [*project["dependencies"], *(r for rs in project.get("optional-dependencies", {}).values() for r in rs)]
+    todo = [Requirement(r) for r in wanted]
+    pins: dict[str, str] = {}
+    extras_seen: dict[str, set[str]] = {}
+    while todo:
+        req = todo.pop()
+        name = str(canonicalize_name(req.name))
+        try:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            raise GavilError(
+                f'{req.name} is not installed: pip install -c constraints.txt -e ".[test]" first'
+            ) from None
+        if not req.specifier.contains(version, prereleases=True):
+            raise GavilError(f"installed {req.name} {version} does not satisfy {req}: pip install '{req}', test, retry")
+        if name in pins and set(req.extras) <= extras_seen[name]:
+            continue
+        pins[name], extras_seen[name] = version, extras_seen.get(name, set()) | set(req.extras)
+        for text in metadata.requires(req.name) or []:
+            sub = Requirement(text)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in extras_seen[name] | {""}):
+                todo.append(sub)
+    cuda = sorted(n for n in pins if n.startswith("nvidia-") or n == "triton")
+    if cuda or "+cu" in pins.get("torch", ""):
+        raise GavilError(
+            f"a CUDA build is installed ({', '.join(cuda) or 'torch ' + pins['torch']}): torch must be the CPU build"
+        )
+    return CONSTRAINTS_HEADER + "".join(f"{n}=={v}\n" for n, v in sorted(pins.items()))
+
+
+@app.command()
+def constraints(
+    write: Annotated[bool, typer.Option("--write", help="write constraints.txt")] = False,
+    check: Annotated[bool, typer.Option("--check", help="exit 1 if constraints.txt differs")] = False,
+) -> None:
+    """Print the exact versions of this environment's dependency closure (constraints.txt; --write saves it)."""
+    text, path = constraints_text(), Path("constraints.txt")
+    if check:
+        old = path.read_text().splitlines() if path.exists() else []
+        new = text.splitlines()
+        diff = [f"-{x}" for x in old if x not in new] + [f"+{x}" for x in new if x not in old]
+        typer.echo("constraints.txt is current" if not diff else "\n".join(diff[:20]))
+        if diff:
+            typer.echo("constraints.txt differs from this environment: gavil constraints --write", err=True)
+        raise typer.Exit(1 if diff else 0)
+    if write:
+        path.write_text(text)
+        typer.echo(f"wrote {path} ({len(text.splitlines()) - CONSTRAINTS_HEADER.count(chr(10))} pins)")
+    else:
+        typer.echo(text, nl=False)
+
+
+def main() -> None:
+    """The console entry point: runs the app; a GavilError prints its message and exits 2."""
+    from gavil.errors import GavilError
+
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    try:
+        app()
+    except GavilError as e:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        typer.echo(f"error: {e}\n(traceback: gavil --debug ...)", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

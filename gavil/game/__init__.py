@@ -1,0 +1,93 @@
+"""The collection game (``gavil game``; README "Collecting annotations"): a tool, not a stage.
+
+Spymasters give a one-word cue for a candidate set and mark K images; the rival model predicts K
+(in a background thread) and the spymaster sees the fool-the-AI score; other players solve the
+association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
+one shared code). Submissions go
+to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
+:mod:`.service` (rules), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd
+task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
+cache) through the catalog and imports no stage module.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from gavil.domain.privacy import annotator_key
+from gavil.domain.profanity import ProfanityFilter
+from gavil.errors import GavilError
+from gavil.game.rival import Rival, load_rival
+from gavil.game.service import CandidateSet, Game, GameError
+from gavil.game.store import store_file
+from gavil.params import Params
+from gavil.pipeline import catalog
+from schemas.ocr import accepted_images
+
+__all__ = ["CandidateSet", "Game", "GameError", "Rival", "build_game", "game_sets", "secret_from_env"]
+
+
+class NoCandidateSets(GavilError):
+    """The project has no candidate set whose every image is accepted."""
+
+
+def game_sets(root: Path = Path(".")) -> tuple[list[CandidateSet], dict[str, Path]]:
+    """The candidate sets whose every candidate has an accepted image (``candidate_sets`` and
+    ``ocr`` tables), and sha256 -> image file for those images.
+
+    Raises:
+        catalog.MissingInput: the tables do not exist (run ``dvc repro build_instances``).
+        NoCandidateSets: none is playable.
+    """
+    sets = catalog.read_table("candidate_sets", root)
+    images = accepted_images(catalog.read_table("ocr", root))
+    out: list[CandidateSet] = []
+    paths: dict[str, Path] = {}
+    for sid, cands in zip(sets["set_id"], sets["candidates"]):
+        if all(c in images for c in cands):
+            out.append(CandidateSet(sid, tuple(cands), tuple(images[c][0] for c in cands)))
+            paths |= {images[c][0]: root / images[c][1] for c in cands}
+    if not out:
+        raise NoCandidateSets(
+            "no candidate set has an accepted image for every candidate: run `dvc repro build_instances` "
+            "with more images (instances.game_sets)"
+        )
+    return out, paths
+
+
+def secret_from_env(env: str, what: str) -> str:
+    """The secret in env var ``env``; a fresh random one (printed once to stderr) when unset."""
+    value = os.environ.get(env, "")
+    if value:
+        return value
+    value = secrets.token_urlsafe(12)
+    print(f"game: {env} is not set; this run's {what} is: {value}", file=sys.stderr)
+    return value
+
+
+def build_game(params: Params, root: Path = Path("."), rival: Rival | None = None) -> tuple[Game, dict[str, Path]]:
+    """The game over the project in ``root`` (tables, store, rival); and sha256 -> image file.
+
+    Args:
+        rival: a rival to use instead of loading the score section's model (tests, benchmarks).
+    """
+    sets, paths = game_sets(root)
+    if rival is None:
+        rival = load_rival(params, {s: str(p) for s, p in paths.items()}, [catalog.path("embeddings", root=root)])
+    g = params.game
+    prof = params.profanity
+    game = Game(
+        store_file(root / g.store_dir),
+        sets,
+        rival,
+        g,
+        params.select.min_solvers,
+        secret_from_env(g.join_code_env, "join code") if g.identity == "shared_code" else None,
+        secret_from_env(g.admin_token_env, "admin token"),
+        annotator_key(params.annotations.annotator_key_env),
+        ProfanityFilter(prof.extra_words, prof.allow_words).reason,
+    )
+    return game, paths

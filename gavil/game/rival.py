@@ -1,0 +1,185 @@
+"""The rival model the spymaster plays against: the ``score`` section's open_clip model with
+every game image embedded once at start-up (the pipeline's embedding cache is read first), so a
+prediction is one text embedding ("A/An cue", :func:`gavil.domain.winogavil.prompt_for_cue`) and a dot
+product. Without weights the rival is *absent* (``no_weights``: the game says so, fool-the-AI is
+null); random weights only with ``game.rival_random_weights: true`` (``untrained`` everywhere).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gavil.domain.winogavil import fool_the_ai_score, prompt_for_cue
+from gavil.errors import ParamsError
+from gavil.game.store import connect, transaction
+from gavil.models.embeddings import Cache
+from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.params import Params
+
+STATUSES = ("ok", "untrained", "no_weights")
+
+
+@dataclass
+class Rival:
+    """``status``: ``ok``, ``untrained`` or ``no_weights``; ``message`` says what players see."""
+
+    status: str
+    message: str
+    label: str = ""  # e.g. "RN50 / openai"
+    model: LoadedModel | None = None
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # image sha256 -> unit vector
+    _text: dict[str, np.ndarray] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def predict(self, cue: str, candidate_shas: Sequence[str], k: int) -> list[int] | None:
+        """The K candidate positions the model picks (rank order; ties keep candidate order), or
+        None when there is no model. Cost: one text embedding (memoised per prompt) + N dot products."""
+        if self.model is None:
+            return None
+        prompt = prompt_for_cue(cue)
+        with self._lock:  # one forward pass at a time (torch uses its own threads inside)
+            q = self._text.get(prompt)
+            if q is None:
+                q = self.model.embed_texts([prompt])[0]
+                if len(self._text) < 10_000:
+                    self._text[prompt] = q
+        mat = np.stack([self.vectors[s] for s in candidate_shas])
+        order = np.argsort(-(mat @ q), kind="stable")
+        return [int(i) for i in order[:k]]
+
+    def score(self, picks: Sequence[str] | None, associations: Sequence[str]) -> int | None:
+        """Fool-the-AI (100 - truncated Jaccard x 100) of the picks, None without a model."""
+        return None if picks is None else fool_the_ai_score(picks, associations)
+
+
+def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[str | Path] = ()) -> Rival:
+    """Load the rival for ``images`` (sha256 -> file path).
+
+    Args:
+        cache_paths: embedding caches to read first (the ``embeddings`` table of score_candidates).
+
+    Never raises for missing weights: returns a ``no_weights`` rival whose message says how to
+    provide them. Raises ParamsError for an unknown architecture or a missing weights file.
+    """
+    s, g = params.score, params.game
+    random = g.rival_random_weights
+    spec = ModelSpec(
+        "rival", "open_clip", s.model, None if random else s.pretrained, None if random else s.weights_path
+    )
+    try:
+        model = load_model(spec, RuntimeOptions.from_params(s))
+    except WeightsUnavailable as e:
+        return Rival(
+            "no_weights",
+            f"No rival model: the {s.model} weights are not available, so no fool-the-AI score is recorded. {e}",
+        )
+    except ParamsError:
+        raise
+    cache = Cache([p for p in cache_paths], None)
+    assert model.embed_images is not None
+    vecs = cache.ensure(model.cache_key("image"), dict(images), model.embed_images) if images else {}
+    import torch
+
+    # one thread per prediction: a single prompt gains nothing from more, and on a shared CPU
+    # several threads spin against each other (RN50, 2 busy cores: p50 0.18 s with 1, 0.77 s with 2)
+    torch.set_num_threads(1)
+    label = f"{s.model} / {model.weights_id}"
+    if model.untrained:
+        return Rival(
+            "untrained",
+            f"The rival is UNTRAINED: {s.model} with random weights (game.rival_random_weights), "
+            "so its fool-the-AI scores are labelled untrained and never enter the benchmark.",
+            label + " (untrained)",
+            model,
+            vecs,
+        )
+    return Rival("ok", f"The rival model is {label}.", label, model, vecs)
+
+
+class RivalWorker:
+    """The one thread that runs the rival for the game, so no request ever waits on it.
+
+    Its queue is the store: creations with ``rival_state`` pending, oldest first (a restart
+    recomputes what a stopped server left pending; memory holds nothing). For each it stores the
+    rival's picks and fool-the-AI score and sets ``done``, or ``failed`` (score null, the error on
+    stderr) when the rival raises, so one bad row never stalls the rest. Then it sleeps until
+    :meth:`wake`.
+
+    Args:
+        by_name: concept name -> the sha256 of its image (every candidate of the game's sets).
+    """
+
+    def __init__(self, rival: Rival, store: Path, by_name: Mapping[str, str]) -> None:
+        self.rival, self.store, self.by_name = rival, store, by_name
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._wake.set()  # pending creations of an earlier run first
+        self._thread = threading.Thread(target=self._loop, name="gavil-rival", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """A creation is pending: process the queue."""
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop after the current row (pending rows stay pending, for the next start)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether no creation is pending, waiting up to ``timeout`` seconds for it."""
+        con = connect(self.store, create=False)
+        try:
+            deadline = time.monotonic() + timeout
+            while con.execute("SELECT 1 FROM creations WHERE rival_state = 'pending' LIMIT 1").fetchone():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.02)
+            return True
+        finally:
+            con.close()
+
+    def _loop(self) -> None:
+        con = connect(self.store, create=False)
+        try:
+            while not self._stop.is_set():
+                self._wake.wait()
+                self._wake.clear()
+                while not self._stop.is_set() and self._one(con):
+                    pass
+        finally:
+            con.close()
+
+    def _one(self, con: sqlite3.Connection) -> bool:
+        """Score the oldest pending creation; False when none is pending."""
+        row = con.execute(
+            "SELECT instance_id, cue, candidates, associations FROM creations"
+            " WHERE rival_state = 'pending' ORDER BY seq LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return False
+        state, preds, fool = "failed", None, None
+        try:
+            cands, assoc = json.loads(row["candidates"]), json.loads(row["associations"])
+            pos = self.rival.predict(row["cue"], [self.by_name[n] for n in cands], len(assoc))
+            names = None if pos is None else [cands[i] for i in pos]
+            preds = None if names is None else json.dumps(names, ensure_ascii=False)
+            fool, state = self.rival.score(names, assoc), "done"
+        except Exception as e:  # noqa: BLE001 - the queue outlives any one row
+            print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
+        with transaction(con) as db:
+            db.execute(
+                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?"
+                " WHERE instance_id = ? AND rival_state = 'pending'",
+                (preds, fool, state, row["instance_id"]),
+            )
+        return True

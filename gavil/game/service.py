@@ -1,0 +1,500 @@
+"""The game's rules, independent of HTTP: joining, creation tasks, solve assignment, scores.
+
+Inputs are validated with the import's rules (:func:`gavil.domain.vocabulary.clean_cue`, K within
+:data:`gavil.domain.vocabulary.K_LIMITS`, distinct candidates of the set; the profanity filter refuses a
+cue the import would flag), so whatever the game stores, ``import_annotations`` accepts. Players
+pick images by position; names never travel to the browser.
+
+Only served work counts. ``GET /api/solve`` *leases* one association to the player (a row in the
+store: lease id, player, instance, issued, expires after ``game.lease_s``); an answer must name a
+live lease of its own player, and consumes it in the same transaction as the answer. The server,
+never the client, picks the association: among those the player did not create and has not
+answered, with fewer than ``select.min_solvers`` answers plus live leases, the closest to done
+first, then the oldest. A player holds at most one live lease (they get it again until they
+answer or it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
+
+Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the
+operator issued (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` —
+one code for everyone, as many accounts as they like (a trusted lab only).
+
+The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one
+thread (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`.
+Scores: :mod:`gavil.game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gavil.domain.names import NameError_, clean_display_name
+from gavil.domain.privacy import hash_annotator
+from gavil.domain.vocabulary import K_LIMITS, clean_cue, normalize_name
+from gavil.domain.winogavil import jaccard
+from gavil.game.rival import Rival, RivalWorker
+from gavil.game.scores import creation_scores, summary
+from gavil.game.store import checkpoint, connect, read_submissions, transaction
+from gavil.params.game import GameParams
+
+MAX_NAME = 32
+MAX_INVITATIONS = 1000  # per request
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class GameError(Exception):
+    """A refused request: ``status`` (HTTP) and the message shown to the player."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    set_id: str
+    candidates: tuple[str, ...]  # concept names
+    shas: tuple[str, ...]  # the accepted image of each, by content hash
+
+
+def clean_name(name: object) -> str:
+    """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, 1 to ``MAX_NAME`` code points,
+    no invisible character, one script). Raises GameError 400 with the reason."""
+    if not isinstance(name, str):
+        raise GameError(400, "choose a display name")
+    try:
+        return clean_display_name(name, MAX_NAME)
+    except NameError_ as e:
+        raise GameError(400, f"{e} (a display name has 1 to {MAX_NAME} visible characters)") from None
+
+
+def _positions(selection: object, n: int) -> list[int]:
+    if not isinstance(selection, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in selection):
+        raise GameError(400, "selection must be a list of image positions")
+    if len(set(selection)) != len(selection) or not all(0 <= i < n for i in selection):
+        raise GameError(400, "select distinct images of this set")
+    return list(selection)
+
+
+class Game:
+    """One game over a store, candidate sets and a rival (thread-safe: one connection per thread).
+
+    Starts one background thread (daemon) that computes the rival's picks when the rival has a
+    model; :meth:`close` stops it.
+
+    Args:
+        join_code: the shared code (``game.identity: shared_code``); unused with invitations.
+    """
+
+    def __init__(
+        self,
+        store: Path,
+        sets: Sequence[CandidateSet],
+        rival: Rival,
+        params: GameParams,
+        min_solvers: int,
+        join_code: str | None,
+        admin_token: str,
+        key: bytes,
+        flag_cue: Callable[[str], str | None] = lambda c: None,
+    ) -> None:
+        self.store, self.rival, self.p, self.min_solvers = store, rival, params, min_solvers
+        self.sets = {s.set_id: s for s in sets}
+        self.order = [s.set_id for s in sets]
+        self.images = {sha for s in sets for sha in s.shas}
+        self._by_name = {n: sha for s in sets for n, sha in zip(s.candidates, s.shas)}
+        if params.identity == "shared_code" and not join_code:
+            raise ValueError("game.identity shared_code needs a join code")
+        self.join_code, self.admin_token, self.key, self.flag_cue = join_code, admin_token, key, flag_cue
+        self.clock: Callable[[], float] = time.time  # Unix seconds: issue and expiry of leases, row times
+        self._local = threading.local()
+        self._rate: dict[str, list[float]] = {}
+        self._rate_lock = threading.Lock()
+        con = connect(store)  # the schema (migrated), once; and frames a crash left in the WAL into the file
+        checkpoint(con)
+        row = con.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
+        con.close()
+        self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
+        self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
+
+    def close(self) -> None:
+        """Stop the rival's thread (pending creations stay pending, for the next start)."""
+        if self._worker is not None:
+            self._worker.close()
+
+    # ------------------------------------------------------------------------------ plumbing
+    @property
+    def db(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = connect(self.store, create=False)
+        return con
+
+    def paused(self) -> bool:
+        """Whether the operator paused submissions (in memory: no store read)."""
+        return self._paused
+
+    def _submission(self, token: str) -> str:
+        """The player of ``token``, after the pause and rate checks for a submission."""
+        pid = self.player(token)
+        if self.paused():
+            raise GameError(503, "the game is paused by the operator; try again later")
+        now = time.monotonic()
+        with self._rate_lock:
+            recent = [t for t in self._rate.get(token, []) if now - t < 60]
+            if len(recent) >= self.p.submissions_per_minute:
+                raise GameError(429, "too many submissions in the last minute; slow down")
+            self._rate[token] = [*recent, now]
+        return pid
+
+    def player(self, token: object) -> str:
+        """The player id of a session token. Raises GameError 401 for none or an unknown one."""
+        if not isinstance(token, str) or not token:
+            raise GameError(401, "join the game first")
+        row = self.db.execute("SELECT player_id FROM players WHERE token_hash = ?", (_sha(token),)).fetchone()
+        if row is None:
+            raise GameError(401, "unknown session: join the game again")
+        return str(row[0])
+
+    def check_admin(self, token: object) -> None:
+        if not isinstance(token, str) or not secrets.compare_digest(token.encode(), self.admin_token.encode()):
+            raise GameError(403, "admin token required")
+
+    # ------------------------------------------------------------------------------ joining
+    def create_invitations(self, count: object) -> list[str]:
+        """``count`` (1 to :data:`MAX_INVITATIONS`) new single-use invitation codes, returned once
+        (only their sha256 is stored); each creates exactly one account."""
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_INVITATIONS:
+            raise GameError(400, f"count must be a whole number from 1 to {MAX_INVITATIONS}")
+        codes = ["inv-" + secrets.token_urlsafe(16) for _ in range(count)]
+        now = self.clock()
+        with transaction(self.db) as db:
+            db.executemany(
+                "INSERT INTO invitations (code_hash, created_at) VALUES (?, ?)", [(_sha(c), now) for c in codes]
+            )
+        return codes
+
+    def invitations(self) -> dict[str, int]:
+        """How many invitations were issued and how many of them created an account."""
+        issued, used = self.db.execute("SELECT COUNT(*), COUNT(used_by) FROM invitations").fetchone()
+        return {"issued": int(issued), "used": int(used)}
+
+    def join(self, code: object, name: object) -> dict[str, str]:
+        """A new player (session token returned once; only its hash is stored).
+
+        ``code``: the player's invitation (``identity: invitation``; consumed by this account) or
+        the shared join code (``identity: shared_code``). Raises GameError 403 (code), 400 (name),
+        409 (name taken; an invitation stays unused)."""
+        if not isinstance(code, str) or not code or len(code) > 200:
+            raise GameError(403, "enter the code the operator gave you")
+        display = clean_name(name)
+        shared = self.p.identity == "shared_code"
+        if shared and not secrets.compare_digest(code.encode(), str(self.join_code).encode()):
+            raise GameError(403, "wrong join code: ask the operator for it")
+        token = secrets.token_urlsafe(32)
+        pid = "gp_" + secrets.token_hex(8)
+        now = self.clock()
+        try:
+            with transaction(self.db) as db:
+                if not shared:
+                    inv = db.execute("SELECT used_by FROM invitations WHERE code_hash = ?", (_sha(code),)).fetchone()
+                    if inv is None:
+                        raise GameError(403, "unknown invitation code: ask the operator for your own")
+                    if inv[0] is not None:
+                        raise GameError(403, "this invitation was already used: each one creates one account")
+                db.execute(
+                    "INSERT INTO players VALUES (?, ?, ?, ?, ?)",
+                    (pid, _sha(token), display, normalize_name(display), now),
+                )
+                if not shared:
+                    db.execute(
+                        "UPDATE invitations SET used_by = ?, used_at = ? WHERE code_hash = ? AND used_by IS NULL",
+                        (pid, now, _sha(code)),
+                    )
+        except sqlite3.IntegrityError:
+            raise GameError(409, "that display name is taken; choose another") from None
+        return {"token": token, "name": display}
+
+    # ------------------------------------------------------------------------------ spymaster
+    def _open_task(self, pid: str) -> sqlite3.Row | None:
+        return self.db.execute(
+            "SELECT t.* FROM tasks t WHERE t.spymaster_id = ? AND "
+            "(SELECT COUNT(*) FROM creations c WHERE c.task_id = t.task_id) < 2 ORDER BY t.created_at LIMIT 1",
+            (pid,),
+        ).fetchone()
+
+    def creation_task(self, token: str) -> dict[str, Any] | None:
+        """The player's open creation task (a candidate set and its cues so far), or a new one on
+        the set with the fewest tasks in use (with a cue, or handed out in the last ``lease_s``)
+        that the player has not had; None when none is left. Reserved only here, on request."""
+        pid = self.player(token)
+        row = self._open_task(pid)
+        if row is None:
+            with transaction(self.db) as db:
+                row = self._open_task(pid)
+                if row is None:
+                    had = {r[0] for r in db.execute("SELECT set_id FROM tasks WHERE spymaster_id = ?", (pid,))}
+                    counts = dict(
+                        db.execute(
+                            "SELECT set_id, COUNT(*) FROM tasks t WHERE t.created_at > ? OR EXISTS"
+                            " (SELECT 1 FROM creations c WHERE c.task_id = t.task_id) GROUP BY set_id",
+                            (self.clock() - self.p.lease_s,),
+                        ).fetchall()
+                    )
+                    free = [s for s in self.order if s not in had]
+                    if not free:
+                        return None
+                    sid = min(free, key=lambda s: counts.get(s, 0))
+                    tid = "gt_" + secrets.token_hex(8)
+                    cands = json.dumps(list(self.sets[sid].candidates), ensure_ascii=False)
+                    db.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, sid, pid, cands, self.clock()))
+                    row = db.execute("SELECT * FROM tasks WHERE task_id = ?", (tid,)).fetchone()
+        cs = self.sets[row["set_id"]]
+        cues = [r[0] for r in self.db.execute("SELECT cue FROM creations WHERE task_id = ? ORDER BY seq", (row[0],))]
+        lo, hi = K_LIMITS[len(cs.candidates)]
+        return {"task_id": row["task_id"], "images": list(cs.shas), "k_min": lo, "k_max": hi, "cues_given": cues}
+
+    def create(self, token: str, task_id: object, cue: object, selection: object) -> dict[str, Any]:
+        """Store one association (one transaction; the rival's picks follow in the background:
+        ``rival_pending`` true, poll :meth:`creation`)."""
+        pid = self._submission(token)
+        task = self.db.execute("SELECT * FROM tasks WHERE task_id = ?", (str(task_id),)).fetchone()
+        if task is None or task["spymaster_id"] != pid:
+            raise GameError(404, "no such creation task of yours")
+        cs = self.sets.get(task["set_id"])
+        if cs is None:
+            raise GameError(410, "this candidate set is no longer in the game")
+        try:
+            cue_text = clean_cue(cue)
+        except ValueError as e:
+            raise GameError(400, str(e)) from None
+        if self.flag_cue(cue_text):
+            raise GameError(400, "this cue is not allowed (profanity filter); choose another")
+        picks = _positions(selection, len(cs.candidates))
+        lo, hi = K_LIMITS[len(cs.candidates)]
+        if not lo <= len(picks) <= hi:
+            raise GameError(400, f"select {lo} to {hi} images for {len(cs.candidates)} candidates")
+        assoc = [cs.candidates[i] for i in picks]
+        iid = "g_" + secrets.token_hex(8)
+        content = json.dumps([normalize_name(cue_text), sorted(normalize_name(c) for c in cs.candidates)])
+        pending = self.rival.model is not None
+        try:
+            with transaction(self.db) as db:
+                n = db.execute("SELECT COUNT(*) FROM creations WHERE task_id = ?", (task["task_id"],)).fetchone()[0]
+                if n >= 2:
+                    raise GameError(409, "this task already has its two cues")
+                db.execute(
+                    "INSERT INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key, candidates,"
+                    " associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+                    (
+                        iid,
+                        task["task_id"],
+                        pid,
+                        cue_text,
+                        normalize_name(cue_text),
+                        content,
+                        task["candidates"],
+                        json.dumps([normalize_name(a) for a in assoc], ensure_ascii=False),
+                        self.rival.status,
+                        self.clock(),
+                        "pending" if pending else "done",
+                    ),
+                )
+        except sqlite3.IntegrityError:
+            raise GameError(409, "this cue was already given for these images; choose another") from None
+        if self._worker is not None:
+            self._worker.wake()
+        return {
+            "instance_id": iid,
+            "cue": cue_text,
+            "selection": picks,
+            "rival": None,
+            "rival_pending": pending,
+            "rival_status": self.rival.status,
+            "rival_message": self.rival.message,
+            "score_fool_the_ai": None,
+            "cues_given": n + 1,
+        }
+
+    def creation(self, token: str, instance_id: object) -> dict[str, Any]:
+        """One of the player's own associations with the rival's picks (positions) and score once
+        computed (``rival_pending`` false). Raises GameError 404 for any other id."""
+        pid = self.player(token)
+        c = self.db.execute(
+            "SELECT * FROM creations WHERE instance_id = ? AND spymaster_id = ?", (str(instance_id), pid)
+        ).fetchone()
+        if c is None:
+            raise GameError(404, "no such association of yours")
+        cands = json.loads(c["candidates"])
+        preds = json.loads(c["rival_predictions"]) if c["rival_predictions"] else None
+        return {
+            "instance_id": c["instance_id"],
+            "cue": c["cue"],
+            "rival": None if preds is None else [cands.index(n) for n in preds],
+            "rival_pending": c["rival_state"] == "pending",
+            "rival_state": c["rival_state"],
+            "rival_status": c["rival_status"],
+            "score_fool_the_ai": c["score_fool_the_ai"],
+        }
+
+    def wait_for_rival(self, timeout: float = 60.0) -> bool:
+        """Whether no creation is pending, after waiting up to ``timeout`` seconds (tests, tools)."""
+        return self._worker is None or self._worker.wait_idle(timeout)
+
+    # ------------------------------------------------------------------------------ solver
+    def solve_task(self, token: str) -> dict[str, Any] | None:
+        """Lease the association this player should solve next (module docstring), or None.
+
+        Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
+        (sha256 in candidate order), ``k`` and ``expires_in_s``."""
+        pid = self.player(token)
+        now = self.clock()
+        with transaction(self.db) as db:
+            need = (
+                "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) + (SELECT COUNT(*) FROM leases o"
+                " WHERE o.instance_id = c.instance_id AND o.expires_at > ? AND o.solver_id != ?) < ?"
+            )
+            lease = db.execute(
+                "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
+                f" WHERE l.solver_id = ? AND l.expires_at > ? AND {need} ORDER BY l.issued_at LIMIT 1",
+                (pid, now, now, pid, self.min_solvers),
+            ).fetchone()
+            if lease is None:
+                db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
+                pick = db.execute(
+                    "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != ? AND NOT EXISTS"
+                    " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = ?)"
+                    f" AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) DESC,"
+                    " c.seq LIMIT 1",
+                    (pid, pid, now, pid, self.min_solvers),
+                ).fetchone()
+                if pick is None:
+                    return None
+                lease = (secrets.token_urlsafe(18), pick[0], now + self.p.lease_s)
+                db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)", (lease[0], lease[1], pid, now, lease[2]))
+        c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease[1],)).fetchone()
+        return {
+            "lease_id": lease[0],
+            "instance_id": c["instance_id"],
+            "cue": c["cue"],
+            "images": [self._by_name[n] for n in json.loads(c["candidates"])],
+            "k": len(json.loads(c["associations"])),
+            "expires_in_s": max(0, int(lease[2] - now)),
+        }
+
+    def solve(self, token: str, lease_id: object, selection: object) -> dict[str, Any]:
+        """Store one answer to the task ``lease_id`` served to this player (one transaction that
+        also consumes the lease); returns its Jaccard and the spymaster's images.
+
+        Raises GameError: 400 (no lease id, bad selection), 404 (no such task), 403 (served to
+        another player, or one's own association), 410 (expired), 409 (already answered, or the
+        association has its ``select.min_solvers`` answers)."""
+        pid = self._submission(token)
+        if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
+            raise GameError(400, "name the solve task you were served (lease_id): get one from GET /api/solve")
+        lease = self._lease(lease_id, pid)
+        c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
+        if c["spymaster_id"] == pid:
+            raise GameError(403, "you created this association: other players solve it")
+        cands, assoc = json.loads(c["candidates"]), json.loads(c["associations"])
+        picks = _positions(selection, len(cands))
+        if len(picks) != len(assoc):
+            raise GameError(400, f"select exactly {len(assoc)} images")
+        chosen = [cands[i] for i in picks]
+        j = jaccard(chosen, assoc)
+        try:
+            with transaction(self.db) as db:
+                self._lease(lease_id, pid)  # again, under the write lock: a concurrent replay lost
+                n = db.execute("SELECT COUNT(*) FROM solves WHERE instance_id = ?", (c["instance_id"],)).fetchone()[0]
+                if n >= self.min_solvers:
+                    db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
+                    raise GameError(
+                        409, f"this association already has its {self.min_solvers} answers; it takes no more"
+                    )
+                db.execute(
+                    "INSERT INTO solves (instance_id, solver_id, selection, jaccard, created_at, lease_id)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (c["instance_id"], pid, json.dumps(chosen, ensure_ascii=False), j, self.clock(), lease_id),
+                )
+                db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
+        except sqlite3.IntegrityError:
+            raise GameError(409, "you already solved this association") from None
+        return {"jaccard": j, "selection": picks, "associations": [cands.index(a) for a in assoc]}
+
+    def _lease(self, lease_id: str, pid: str) -> sqlite3.Row:
+        """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not."""
+        lease = self.db.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
+        if lease is None:
+            if self.db.execute("SELECT 1 FROM solves WHERE lease_id = ?", (lease_id,)).fetchone():
+                raise GameError(409, "this task was already answered: get the next one")
+            raise GameError(404, "no such solve task: get one from the Solver page (GET /api/solve)")
+        if lease["solver_id"] != pid:
+            raise GameError(403, "this solve task was served to another player")
+        if lease["expires_at"] <= self.clock():
+            raise GameError(410, "this solve task expired: get a new one")
+        return lease
+
+    # ------------------------------------------------------------------------------ scores
+    def dashboard(self, token: str) -> dict[str, Any]:
+        """The player's own scores (percentages) and bonus."""
+        pid = self.player(token)
+        name = self.db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
+        mine = [c for c in creation_scores(self.db, self.min_solvers, self.p) if c["spymaster_id"] == pid]
+        js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+        return {"name": name, **summary(mine, js), "bonus_unit": self.p.bonus_unit}
+
+    def leaderboard(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Display names ranked by bonus, then fool-the-AI, then associations solved."""
+        scores = creation_scores(self.db, self.min_solvers, self.p)
+        rows = []
+        for pid, name in self.db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
+            js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+            rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
+        rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
+        return rows[:limit]
+
+    # ------------------------------------------------------------------------------ admin
+    def set_paused(self, paused: bool) -> None:
+        with transaction(self.db) as db:
+            db.execute("INSERT OR REPLACE INTO settings VALUES ('paused', ?)", ("1" if paused else "0",))
+        self._paused = paused
+
+    def submissions(self) -> dict[str, list[dict[str, Any]]]:
+        """Every creation and solve, player ids replaced by their keyed hashes (as the import does)."""
+        h = lambda pid: hash_annotator(pid, self.key)  # noqa: E731
+        creations = [
+            {**{k: r[k] for k in r.keys() if k != "spymaster_id"}, "spymaster": h(r["spymaster_id"])}
+            for r in self.db.execute("SELECT * FROM creations ORDER BY seq")
+        ]
+        solves = [
+            {**{k: r[k] for k in r.keys() if k != "solver_id"}, "solver": h(r["solver_id"])}
+            for r in self.db.execute("SELECT * FROM solves ORDER BY seq")
+        ]
+        return {"creations": creations, "solves": solves}
+
+    def export(self) -> dict[str, list[dict[str, Any]]]:
+        """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
+        :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
+        trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""
+        creations, solves = read_submissions(self.store)
+        h = lambda pid: hash_annotator(pid, self.key)  # noqa: E731
+        fields = ("instance_id", "task_id", "cue", "candidates", "associations", "score_fool_the_ai", "images_source")
+        return {
+            "creations": [{**{k: c[k] for k in fields}, "spymaster_id": h(c["spymaster_id"])} for c in creations],
+            "solves": [
+                {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
+                for r in solves
+            ],
+        }

@@ -1,0 +1,355 @@
+"""The game's store: one SQLite file (``<game.store_dir>/game.sqlite``) in WAL mode.
+
+Shared by the game server (:mod:`gavil.game`, the writer) and the ``import_annotations``
+stage (a reader). Every submission is one ``BEGIN IMMEDIATE`` transaction (writers queue on
+SQLite's lock, ``busy_timeout`` 30 s), committed with ``synchronous=FULL`` before the server
+answers: an acknowledged submission is in the WAL on disk, so killing the server (``kill -9``)
+loses nothing acknowledged, and a submission killed mid-way leaves no partial row. Uniqueness
+(one answer per solver and instance, one cue per task and normalised cue, one instance per
+(cue, candidates), one answer per served lease, one account per invitation) is enforced by the
+schema, so concurrent players cannot duplicate rows.
+
+Schema version :data:`SCHEMA_VERSION` is kept in ``PRAGMA user_version``; a store of an older
+version is migrated (one transaction) when the game opens it (:func:`connect` with ``create``);
+a store of a newer version is refused (:class:`StoreTooNew`). Version 1 is the first release's
+store (``user_version`` 0 with tables). Readers (``create=False``) never migrate; they read
+every version up to :data:`SCHEMA_VERSION` (:func:`read_submissions`).
+
+Tables (ids are random and local to the store; ``import_annotations`` hashes player ids with the
+annotator key before anything leaves it):
+
+- ``players(player_id, token_hash, display_name, name_key, created_at)``: ``token_hash`` is the
+  sha256 of the session token (the token itself is never stored).
+- ``invitations(code_hash, created_at, used_by, used_at)``: operator-issued single-use join codes
+  (``game.identity: invitation``), stored as sha256; ``used_by`` is the one player it created.
+- ``tasks(task_id, set_id, spymaster_id, candidates, created_at)``: a creation task, one
+  candidate set given to one spymaster for two cues; ``candidates`` a JSON list of names.
+- ``creations(seq, instance_id, task_id, spymaster_id, cue, cue_norm, content_key, candidates,
+  associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state)``:
+  ``rival_status`` is ``ok``, ``untrained`` (random weights) or ``no_weights`` (then the
+  predictions and score are null); ``rival_state`` is ``pending`` (stored, the rival's picks not
+  yet computed: predictions and score null), ``done`` or ``failed`` (the rival raised: null);
+  ``score_fool_the_ai`` an int 0-100.
+- ``solves(seq, instance_id, solver_id, selection, jaccard, created_at, lease_id)``: ``jaccard`` a
+  fraction; ``lease_id`` the served task it answered (null for version-1 rows).
+- ``leases(lease_id, instance_id, solver_id, issued_at, expires_at)``: solve work the server
+  handed to one player, not yet answered (an answer deletes it, in the same transaction).
+- ``settings(key, value)``: ``paused`` ("1"/"0").
+
+Times are Unix seconds (float).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gavil.errors import GavilError
+
+STORE_FILE = "game.sqlite"
+SCHEMA_VERSION = 2  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+
+
+class GameStoreError(GavilError):
+    """The game's store cannot be read: damaged, truncated, foreign, newer, or a malformed row.
+
+    The message is one line naming the store file (and the table and ``seq`` of a bad row).
+    """
+
+
+class StoreTooNew(GameStoreError):
+    """The store was written by a newer version of the game (its ``user_version`` is higher)."""
+
+
+# the first release's tables, less its leases (version 2 replaces them)
+_TABLES_V1 = """
+CREATE TABLE players(
+  player_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, display_name TEXT NOT NULL,
+  name_key TEXT NOT NULL UNIQUE, created_at REAL NOT NULL);
+CREATE TABLE tasks(
+  task_id TEXT PRIMARY KEY, set_id TEXT NOT NULL, spymaster_id TEXT NOT NULL REFERENCES players(player_id),
+  candidates TEXT NOT NULL, created_at REAL NOT NULL, UNIQUE(set_id, spymaster_id));
+CREATE TABLE creations(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL UNIQUE,
+  task_id TEXT NOT NULL REFERENCES tasks(task_id), spymaster_id TEXT NOT NULL, cue TEXT NOT NULL,
+  cue_norm TEXT NOT NULL, content_key TEXT NOT NULL UNIQUE, candidates TEXT NOT NULL, associations TEXT NOT NULL,
+  rival_status TEXT NOT NULL CHECK (rival_status IN ('ok', 'untrained', 'no_weights')),
+  rival_predictions TEXT, score_fool_the_ai INTEGER CHECK (score_fool_the_ai BETWEEN 0 AND 100),
+  created_at REAL NOT NULL, UNIQUE(task_id, cue_norm));
+CREATE TABLE solves(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
+  solver_id TEXT NOT NULL, selection TEXT NOT NULL, jaccard REAL NOT NULL, created_at REAL NOT NULL,
+  UNIQUE(instance_id, solver_id));
+CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+# version 1 -> 2: served-work leases with ids and expiry, single-use invitations, the rival's
+# background state; the old leases (unauthenticated reservations) are dropped: their players are
+# simply served again
+_MIGRATE_1_TO_2 = """
+ALTER TABLE creations ADD COLUMN rival_state TEXT NOT NULL DEFAULT 'done'
+  CHECK (rival_state IN ('pending', 'done', 'failed'));
+ALTER TABLE solves ADD COLUMN lease_id TEXT;
+CREATE UNIQUE INDEX solves_lease ON solves(lease_id);
+DROP TABLE IF EXISTS leases;
+CREATE TABLE leases(
+  lease_id TEXT PRIMARY KEY, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
+  solver_id TEXT NOT NULL REFERENCES players(player_id), issued_at REAL NOT NULL, expires_at REAL NOT NULL,
+  UNIQUE(instance_id, solver_id));
+CREATE INDEX leases_live ON leases(instance_id, expires_at);
+CREATE TABLE invitations(
+  code_hash TEXT PRIMARY KEY, created_at REAL NOT NULL,
+  used_by TEXT UNIQUE REFERENCES players(player_id), used_at REAL);
+CREATE INDEX creations_pending ON creations(rival_state) WHERE rival_state = 'pending';
+"""
+
+MIGRATIONS: dict[int, str] = {0: _TABLES_V1, 1: _MIGRATE_1_TO_2}
+"""SQL taking a store of version ``v`` to ``v + 1`` (version 0: no tables; its step creates
+version 1's tables, then every later step applies)."""
+
+
+def store_file(store_dir: str | Path) -> Path:
+    """``<store_dir>/game.sqlite``."""
+    return Path(store_dir) / STORE_FILE
+
+
+def store_version(con: sqlite3.Connection) -> int:
+    """The store's schema version: ``PRAGMA user_version``, or 1 for a first-release store (tables,
+    ``user_version`` 0), or 0 for an empty file."""
+    v = int(con.execute("PRAGMA user_version").fetchone()[0])
+    if v == 0 and con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'players'").fetchone():
+        return 1
+    return v
+
+
+def _too_new(path: Path, v: int) -> StoreTooNew:
+    return StoreTooNew(
+        f"{path}: the game store has schema version {v}, newer than this code's {SCHEMA_VERSION}.\n"
+        "  Update the project (git pull) before opening it; never open it with older code."
+    )
+
+
+def _migrate(con: sqlite3.Connection, path: Path) -> None:
+    """Bring the store to :data:`SCHEMA_VERSION`, all steps in one transaction."""
+    if store_version(con) == SCHEMA_VERSION:
+        return
+    con.execute("BEGIN IMMEDIATE")  # another process may be migrating: re-read under the lock
+    try:
+        v = store_version(con)
+        if v > SCHEMA_VERSION:
+            raise _too_new(path, v)
+        while v < SCHEMA_VERSION:
+            for stmt in MIGRATIONS[v].split(";"):
+                if stmt.strip():
+                    con.execute(stmt)
+            v += 1
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit: :func:`transaction`), WAL,
+    ``synchronous=FULL``, foreign keys on, rows as :class:`sqlite3.Row`. When ``create``: the
+    folder and schema are created and an older store is migrated to :data:`SCHEMA_VERSION`.
+
+    Raises:
+        StoreTooNew: the store's version is above :data:`SCHEMA_VERSION` (any ``create``).
+    """
+    path = Path(path)
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    try:
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA busy_timeout = 30000")
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = FULL")
+        con.execute("PRAGMA foreign_keys = ON")
+        if create:
+            _migrate(con, path)
+        elif (v := store_version(con)) > SCHEMA_VERSION:
+            raise _too_new(path, v)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+@contextmanager
+def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception): one submission; then a
+    FULL checkpoint (:func:`checkpoint`)."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    checkpoint(con)
+
+
+def checkpoint(con: sqlite3.Connection) -> None:
+    """Copy committed WAL frames into ``game.sqlite`` (``PRAGMA wal_checkpoint(FULL)``: waits for
+    readers of older snapshots, up to the busy timeout; a busy result is left to the next one).
+
+    Why: DVC watches the store's folder with the WAL files ignored (``.dvcignore``: the WAL
+    index changes on every read, the WAL file appears and disappears with connections), so the
+    main file must change exactly when data does. The WAL itself is still what makes a commit
+    durable; a frame not yet copied (a crash between commit and checkpoint) is copied by the
+    next submission or the next start of the game.
+    """
+    con.execute("PRAGMA wal_checkpoint(FULL)").fetchall()
+
+
+#: What :func:`read_submissions` needs of each table (a store missing one was not written by the
+#: game, or lost part of its schema).
+READ_COLUMNS = {
+    "creations": (
+        "seq",
+        "instance_id",
+        "task_id",
+        "spymaster_id",
+        "cue",
+        "candidates",
+        "associations",
+        "score_fool_the_ai",
+        "rival_status",
+    ),
+    "solves": ("seq", "instance_id", "solver_id", "selection"),
+}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _fail(path: Path, problem: str, fix: str = "") -> GameStoreError:
+    fix = fix or (
+        "restore game.sqlite from a backup (the import never modifies it), or move it away if no game was played"
+    )
+    return GameStoreError(f"game store {path}: {problem}; {fix}")
+
+
+def _json_list(path: Path, table: str, seq: object, column: str, value: object) -> Any:
+    """``value`` parsed as JSON (the row's validation judges its shape); a cell that is not JSON
+    text is a damaged row, named by table and ``seq``."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(f"a {type(value).__name__}, not JSON text")
+        return json.loads(value)
+    except ValueError as e:  # json.JSONDecodeError is a ValueError
+        problem = f"{table} row seq {seq}, column {column!r}: not JSON ({e})"
+        raise _fail(
+            path, problem, "repair or delete that row (sqlite3), or restore game.sqlite from a backup"
+        ) from None
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection (never changes the file: no journal-mode switch, no schema)."""
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    if not head:
+        raise _fail(path, "the file is empty (0 bytes): the game always writes its tables, so it was truncated")
+    if head != _SQLITE_MAGIC:
+        raise _fail(path, "not an SQLite database (wrong file header)")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA busy_timeout = 30000")
+    return con
+
+
+def _check_schema(path: Path, con: sqlite3.Connection) -> None:
+    """Raise :class:`GameStoreError` unless the store is intact and has the game's read columns."""
+    bad = [r[0] for r in con.execute("PRAGMA quick_check")]
+    if bad != ["ok"]:
+        raise _fail(path, f"damaged (SQLite quick_check: {bad[0]})")
+    version = con.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        problem = f"written by a newer gavil (schema version {version} > {SCHEMA_VERSION})"
+        fix = "import it with that newer version (git pull, pip install -e .)"
+        raise StoreTooNew(str(_fail(path, problem, fix)))
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, columns in READ_COLUMNS.items():
+        if table not in tables:
+            found = ", ".join(sorted(t for t in tables if not t.startswith("sqlite_"))) or "none"
+            raise _fail(path, f"no table {table!r} (tables: {found}): not a complete game store")
+        have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise _fail(path, f"table {table!r} has no column {missing[0]!r} (columns: {', '.join(sorted(have))})")
+
+
+def _state(row: sqlite3.Row) -> str:
+    return str(row["rival_state"]) if "rival_state" in row.keys() else "done"
+
+
+def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(creations, solves) of a store as raw annotation records, read in one snapshot.
+
+    Each record is ``(seq, fields)`` flattened to a dict with ``seq`` (the row's sequence number,
+    the import's "line") and the fields of :class:`schemas.raw.RawCreation` /
+    :class:`schemas.raw.RawSolve` (player ids as stored: the import hashes them). A creation's
+    ``score_fool_the_ai`` is null unless a trained rival scored it (``rival_status`` ok and
+    ``rival_state`` done): random weights' scores never enter the benchmark, and a creation whose
+    score the game's background rival has not computed yet (``rival_state`` pending) is exported
+    like one without a rival (score null, every other field final); once the score is stored, the
+    store file changes and the next ``dvc repro`` re-imports it with the score. Each creation also
+    carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1).
+    Returns two empty lists for a missing file. The file is opened read-only: reading never changes it.
+
+    Raises:
+        GameStoreError: the file is empty (0 bytes), not SQLite, damaged or truncated (SQLite's
+            ``quick_check``), of a newer schema (``user_version`` > :data:`SCHEMA_VERSION`), lacks a
+            table or column of :data:`READ_COLUMNS`, or a row's list cell is not JSON text.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return [], []
+    try:
+        con = _open_read_only(path)
+    except sqlite3.Error as e:
+        raise _fail(path, f"cannot be opened ({e})") from None
+    try:
+        con.execute("BEGIN")  # one read snapshot for both tables
+        _check_schema(path, con)
+        have = {r[1] for r in con.execute("PRAGMA table_info(creations)")}
+        # rival_state: schema version 2 (the background rival); a version-1 store's scores are all final
+        creation_columns = READ_COLUMNS["creations"] + (("rival_state",) if "rival_state" in have else ())
+        creations = [
+            {
+                "seq": r["seq"],
+                "instance_id": r["instance_id"],
+                "task_id": r["task_id"],
+                "spymaster_id": r["spymaster_id"],
+                "cue": r["cue"],
+                "candidates": _json_list(path, "creations", r["seq"], "candidates", r["candidates"]),
+                "associations": _json_list(path, "creations", r["seq"], "associations", r["associations"]),
+                "score_fool_the_ai": r["score_fool_the_ai"]
+                if r["rival_status"] == "ok" and _state(r) == "done"
+                else None,
+                "rival_status": r["rival_status"],
+                "rival_state": _state(r),
+                "images_source": "random",
+            }
+            for r in con.execute(f"SELECT {', '.join(creation_columns)} FROM creations ORDER BY seq")
+        ]
+        solves = [
+            {
+                "seq": r["seq"],
+                "instance_id": r["instance_id"],
+                "solver_id": r["solver_id"],
+                "selection": _json_list(path, "solves", r["seq"], "selection", r["selection"]),
+            }
+            for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['solves'])} FROM solves ORDER BY seq")
+        ]
+        con.execute("COMMIT")
+        return creations, solves
+    except sqlite3.Error as e:  # SQLITE_CORRUPT and the like, met while reading a page
+        raise _fail(path, f"damaged ({e})") from None
+    finally:
+        con.close()

@@ -1,0 +1,336 @@
+"""The game's web app (Starlette, served by uvicorn): one static page, a JSON API, images by hash.
+
+Blocking work (SQLite) runs on Starlette's thread pool, never on the event loop; the rival runs
+in the game's own background thread, never in a request (its thread stops with the app).
+Security: the page builds every text with ``textContent`` (never HTML from data) and is served
+with a Content-Security-Policy that allows only this origin's script and images (no inline
+script), so a hostile cue or display name is shown as text. The session token travels in an
+``Authorization: Bearer`` header (no cookies, so no cross-site request can act for a player);
+admin actions need ``X-Admin-Token``. Images are served only by a content hash the game itself
+chose (``/img/<sha256>``); the client never names a path.
+
+Limits come before work (:class:`Throttle`): joins are throttled per client address and per join
+code sent, submissions per client address and per account (never per session token, so joining
+again resets nothing); a refusal is HTTP 429 with ``Retry-After`` (seconds). Request bodies are
+read through a cap (:func:`read_capped`): over :data:`MAX_BODY` bytes is HTTP 413, decided from
+``Content-Length`` before reading or after at most ``MAX_BODY`` + one chunk of a chunked body,
+never buffered whole. Each endpoint's JSON body is one strict pydantic model (:class:`JoinBody`,
+...): no coercion (``"false"`` is not a boolean, ``"1"`` not a number), no extra fields, bounded
+lengths; a violation is HTTP 400 naming the field and what it must be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from limits import RateLimitItem, parse_many
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool as run
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from gavil.game.service import Game, GameError
+from gavil.params.game import GameParams
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY = 16_384  # bytes of a request body
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_LENGTH = re.compile(r"^[0-9]{1,19}$")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class Refused(GameError):
+    """A refusal with extra response headers (``Retry-After`` of a 429, ``Connection: close`` of a 413)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str]) -> None:
+        super().__init__(status, message)
+        self.headers = headers
+
+
+# ------------------------------------------------------------------------------ request bodies
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+Id = Annotated[str, Field(max_length=64, description="the id the server gave (a string)")]
+Positions = Annotated[
+    list[int], Field(max_length=64, description="a list of image positions (JSON whole numbers, not strings)")
+]
+
+
+class JoinBody(_Body):
+    """``POST /api/join``."""
+
+    code: Annotated[str, Field(max_length=256, description="the join code from the operator (a string)")]
+    name: Annotated[str, Field(max_length=256, description="a display name (a string)")]
+
+
+class CreateBody(_Body):
+    """``POST /api/create``."""
+
+    task_id: Id
+    cue: Annotated[str, Field(max_length=256, description="a one-word cue (a string)")]
+    selection: Positions
+
+
+class SolveBody(_Body):
+    """``POST /api/solve``: the lease the server issued with ``GET /api/solve`` (only served work counts)."""
+
+    lease_id: Id
+    selection: Positions
+
+
+class InvitationsBody(_Body):
+    """``POST /api/admin/invitations``: how many single-use invitation codes to issue."""
+
+    count: Annotated[int, Field(ge=1, le=1000, description="a JSON whole number from 1 to 1000")]
+
+
+class PauseBody(_Body):
+    """``POST /api/admin/pause``: ``paused`` is a JSON boolean, never a string or number."""
+
+    paused: Annotated[bool, Field(description="true or false (a JSON boolean, not a string)")]
+
+
+B = TypeVar("B", bound=_Body)
+
+
+async def read_capped(request: Request, cap: int = MAX_BODY) -> bytes:
+    """The request body, at most ``cap`` bytes, never buffered beyond ``cap`` + one chunk.
+
+    Raises:
+        Refused: 413 when ``Content-Length`` says more than ``cap`` (nothing is read) or the
+            stream (chunked included) passes ``cap``; the response closes the connection.
+        GameError: 400 for a ``Content-Length`` that is not a decimal number.
+    """
+    too_large = Refused(413, f"request too large: at most {cap} bytes", {"Connection": "close"})
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not _LENGTH.match(length):
+            raise GameError(400, "Content-Length is not a number of bytes")
+        if int(length) > cap:
+            raise too_large
+    buf = bytearray()
+    async for chunk in request.stream():
+        buf += chunk
+        if len(buf) > cap:
+            raise too_large
+    return bytes(buf)
+
+
+def _explain(e: ValidationError, model: type[_Body]) -> str:
+    parts = []
+    for err in e.errors(include_url=False, include_input=False)[:3]:
+        loc = [str(x) for x in err["loc"]]
+        field = model.model_fields.get(loc[0]) if loc else None
+        what = f" (expected {field.description})" if field is not None and field.description else ""
+        if err["type"] == "json_invalid":
+            return "the request is not JSON"
+        if err["type"] in ("model_type", "model_attributes_type"):
+            return "the request is not a JSON object"
+        parts.append(f"{'.'.join(loc) or 'body'}: {err['msg']}{what}")
+    return "bad request fields: " + "; ".join(parts)
+
+
+async def parse(request: Request, model: type[B]) -> B:
+    """The request's JSON body as ``model`` (strict: no type coercion, no extra fields).
+
+    Raises:
+        Refused: 413, see :func:`read_capped`.
+        GameError: 400 naming the offending fields (at most 3) and what each must be.
+    """
+    raw = await read_capped(request)
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as e:
+        raise GameError(400, _explain(e, model)) from None
+
+
+# ------------------------------------------------------------------------------ throttles
+class Throttle:
+    """Moving-window rate limits (the ``limits`` library, in-memory storage) for one app.
+
+    Rules (``game`` params, ``limits`` notation such as ``30/minute; 100/hour``):
+    ``join_address`` and ``join_code`` (every ``POST /api/join``, keyed by client address and
+    by the sha256 of the code sent), ``submit_address`` and ``submit_account`` (every create or
+    solve, keyed by client address and by player id; ``submissions_per_minute`` per account).
+    """
+
+    def __init__(self, p: GameParams) -> None:
+        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.rules: dict[str, tuple[list[RateLimitItem], str]] = {
+            "join_address": (parse_many(p.join_limit_per_address), "join attempts from this address"),
+            "join_code": (parse_many(p.join_limit_per_code), "join attempts with this code"),
+            "submit_address": (parse_many(p.submission_limit_per_address), "submissions from this address"),
+            "submit_account": (parse_many(f"{p.submissions_per_minute}/minute"), "submissions from this account"),
+        }
+
+    def hit(self, rule: str, key: str) -> None:
+        """Count one request under ``rule`` for ``key``.
+
+        Raises:
+            Refused: 429 with ``Retry-After`` (whole seconds until the window lets one more in)
+                when any of the rule's limits is already reached (the refused request is not counted).
+        """
+        limits, what = self.rules[rule]
+        for lim in limits:
+            if not self.limiter.hit(lim, rule, key):
+                reset = self.limiter.get_window_stats(lim, rule, key).reset_time
+                wait = max(1, math.ceil(reset - time.time()))
+                raise Refused(
+                    429,
+                    f"too many {what} (limit {lim}); slow down and try again in {wait} s",
+                    {"Retry-After": str(wait)},
+                )
+
+
+def client_address(request: Request) -> str:
+    """The client's IP address as uvicorn reports it (``X-Forwarded-For`` only from its trusted proxies)."""
+    return request.client.host if request.client else "unknown"
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(data, status_code=status, headers={**SECURITY_HEADERS, **(headers or {})})
+
+
+def _token(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    return auth[7:] if auth.lower().startswith("bearer ") else ""
+
+
+def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
+    """The app for ``game``; ``image_paths``: sha256 -> file of every image the game shows.
+
+    Its throttles (:class:`Throttle`) live in this app's memory: a restart starts them afresh.
+    """
+    throttle = Throttle(game.p)
+
+    async def submitter(request: Request) -> str:
+        throttle.hit("submit_address", client_address(request))
+        token = _token(request)
+        throttle.hit("submit_account", await run(game.player, token))
+        return token
+
+    def page(name: str, media: str) -> Any:
+        async def handler(request: Request) -> Response:
+            return FileResponse(STATIC / name, media_type=media, headers=SECURITY_HEADERS)
+
+        return handler
+
+    async def status(request: Request) -> Response:
+        return _json(
+            {
+                "rival_status": game.rival.status,
+                "rival_message": game.rival.message,
+                "paused": game.paused(),  # in memory: status never waits for the thread pool
+                "identity": game.p.identity,
+                "min_solvers": game.min_solvers,
+                "bonus_unit": game.p.bonus_unit,
+            }
+        )
+
+    async def join(request: Request) -> Response:
+        throttle.hit("join_address", client_address(request))
+        b = await parse(request, JoinBody)
+        throttle.hit("join_code", hashlib.sha256(b.code.encode()).hexdigest())
+        return _json(await run(game.join, b.code, b.name))
+
+    async def create_get(request: Request) -> Response:
+        return _json({"task": await run(game.creation_task, _token(request))})
+
+    async def create_post(request: Request) -> Response:
+        token = await submitter(request)
+        c = await parse(request, CreateBody)
+        return _json(await run(game.create, token, c.task_id, c.cue, list(c.selection)))
+
+    async def solve_get(request: Request) -> Response:
+        return _json({"task": await run(game.solve_task, _token(request))})
+
+    async def solve_post(request: Request) -> Response:
+        token = await submitter(request)
+        b = await parse(request, SolveBody)
+        return _json(await run(game.solve, token, b.lease_id, list(b.selection)))
+
+    async def creation(request: Request) -> Response:
+        return _json(await run(game.creation, _token(request), request.path_params["instance_id"]))
+
+    async def me(request: Request) -> Response:
+        return _json(await run(game.dashboard, _token(request)))
+
+    async def leaderboard(request: Request) -> Response:
+        await run(game.player, _token(request))
+        return _json({"rows": await run(game.leaderboard)})
+
+    async def image(request: Request) -> Response:
+        sha = request.path_params["sha"]
+        if not _SHA.match(sha) or sha not in image_paths:
+            return _json({"error": "no such image"}, 404)
+        return FileResponse(image_paths[sha], headers={**SECURITY_HEADERS, "Cache-Control": "max-age=86400"})
+
+    async def admin_pause(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        b = await parse(request, PauseBody)
+        await run(game.set_paused, b.paused)
+        return _json({"paused": await run(game.paused)})
+
+    async def admin_submissions(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        return _json(await run(game.submissions))
+
+    async def admin_invitations(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        b = await parse(request, InvitationsBody)
+        codes = await run(game.create_invitations, b.count)
+        return _json({"codes": codes, **await run(game.invitations)})
+
+    async def admin_export(request: Request) -> Response:
+        game.check_admin(request.headers.get("x-admin-token"))
+        return _json(await run(game.export))
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, GameError)
+        return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
+
+    routes = [
+        Route("/", page("index.html", "text/html; charset=utf-8")),
+        Route("/static/game.js", page("game.js", "text/javascript; charset=utf-8")),
+        Route("/static/game.css", page("game.css", "text/css; charset=utf-8")),
+        Route("/api/status", status),
+        Route("/api/join", join, methods=["POST"]),
+        Route("/api/create", create_get, methods=["GET"]),
+        Route("/api/create", create_post, methods=["POST"]),
+        Route("/api/create/{instance_id}", creation, methods=["GET"]),
+        Route("/api/solve", solve_get, methods=["GET"]),
+        Route("/api/solve", solve_post, methods=["POST"]),
+        Route("/api/me", me),
+        Route("/api/leaderboard", leaderboard),
+        Route("/img/{sha}", image),
+        Route("/api/admin/pause", admin_pause, methods=["POST"]),
+        Route("/api/admin/submissions", admin_submissions),
+        Route("/api/admin/export", admin_export),
+        Route("/api/admin/invitations", admin_invitations, methods=["POST"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run(game.close)
+
+    return Starlette(routes=routes, exception_handlers={GameError: on_error}, lifespan=lifespan)

@@ -1,0 +1,141 @@
+"""Shared by ``adversarial_filter`` and ``aflite``: feature vectors for concepts and cues from a
+model (the offline text model on names, or an open_clip model on images with weights), (cue,
+candidate) pair features, and vectorised top-K credit of per-candidate scores.
+
+Pair features (both stages): ``[cue ⊙ candidate, candidate]`` (2d floats) — the candidate side
+alone is the *cue-free* probe. Vectors are L2-normalised model embeddings (float32).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gavil.domain.winogavil import prompt_for_cue
+from gavil.models.embeddings import Cache
+from gavil.models.loading import LoadedModel
+
+
+def cue_key(cue: str) -> str:
+    """The text a cue is embedded as (text models: the word, lower-case)."""
+    return cue.strip().lower()
+
+
+def embed(
+    model: LoadedModel,
+    cues: Sequence[str],
+    concepts: Sequence[str],
+    cache: Cache,
+    images: dict[str, tuple[str, str]] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Cue vectors (by :func:`cue_key`) and concept vectors for a loaded model.
+
+    Text models embed the cue word and the concept *names*; open_clip models embed the cue's
+    prompt (:func:`gavil.domain.winogavil.prompt_for_cue`) and each concept's accepted image
+    (``images``: concept -> (sha256, path); concepts without one are left out of the result).
+    """
+    if model.spec.kind == "text":
+        items = {c: c for c in concepts} | {cue_key(c): cue_key(c) for c in cues}
+        vecs = cache.ensure(model.cache_key("text"), items, model.embed_texts)
+        return {cue_key(c): vecs[cue_key(c)] for c in cues}, {c: vecs[c] for c in concepts}
+    assert model.embed_images is not None and images is not None
+    have = [c for c in concepts if c in images]
+    shas = cache.ensure(model.cache_key("image"), {images[c][0]: images[c][1] for c in have}, model.embed_images)
+    prompts = cache.ensure(
+        model.cache_key("text"), {prompt_for_cue(c): prompt_for_cue(c) for c in cues}, model.embed_texts
+    )
+    return {cue_key(c): prompts[prompt_for_cue(c)] for c in cues}, {c: shas[images[c][0]] for c in have}
+
+
+def pair_features(cue_vecs: np.ndarray, cand_vecs: np.ndarray, probe: str = "full") -> np.ndarray:
+    """(rows, 2d) ``[cue ⊙ cand, cand]`` for ``probe="full"``; (rows, d) ``cand`` for ``"cue_free"``."""
+    if probe == "cue_free":
+        return cand_vecs.astype(np.float32, copy=False)
+    return np.hstack([cue_vecs * cand_vecs, cand_vecs]).astype(np.float32, copy=False)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Instances' candidates as a padded matrix over flat pair rows.
+
+    ``rows[i, j]`` is the flat row of instance i's j-th candidate (-1 = padding); ``label`` (same
+    shape, bool) marks associations; ``k`` = number of associations per instance."""
+
+    rows: np.ndarray
+    label: np.ndarray
+    k: np.ndarray
+
+    @staticmethod
+    def build(candidates: Sequence[Sequence[str]], associations: Sequence[Sequence[str]]) -> Layout:
+        width = max((len(c) for c in candidates), default=1)
+        rows = np.full((len(candidates), width), -1, dtype=np.int64)
+        label = np.zeros((len(candidates), width), dtype=bool)
+        start = 0
+        for i, (cs, a) in enumerate(zip(candidates, associations)):
+            rows[i, : len(cs)] = np.arange(start, start + len(cs))
+            label[i, : len(cs)] = [c in set(a) for c in cs]
+            start += len(cs)
+        return Layout(rows, label, np.array([len(a) for a in associations], dtype=np.int64))
+
+
+def topk_credit(scores: np.ndarray, label: np.ndarray, k: np.ndarray, exact: bool = False) -> np.ndarray:
+    """Per instance: Jaccard (or exact match, 0/1) of the top-K candidates by score vs the associations.
+
+    Args:
+        scores: (n, width) floats, -inf on padding; ties keep candidate order (stable sort).
+        label: (n, width) bool associations. k: (n,) K per instance.
+    """
+    order = np.argsort(-scores, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(scores.shape[1])[None, :].repeat(len(scores), 0), axis=1)
+    picked = rank < k[:, None]
+    hits = (picked & label).sum(axis=1)
+    jac = hits / (2 * k - hits)
+    return (hits == k).astype(float) if exact else jac
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int):  # noqa: ANN201
+    """scikit-learn ``LogisticRegression`` (lbfgs, C=1) fitted on ``x, y`` with one BLAS thread;
+    convergence warnings muted."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
+    clf = LogisticRegression(max_iter=max_iter, random_state=seed)
+    # one BLAS thread: on a shared 2-core machine OpenBLAS's 2 threads made each fit 12x slower
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(x, y)
+    return clf
+
+
+def histogram_kl(values: np.ndarray, label: np.ndarray, bins: int) -> float:
+    """KL(P_pos || P_neg) between the label-conditional histograms of 1-D ``values`` (common bin
+    edges, add-1e-6 smoothing; nats). WinoGrande §4's assessment on a 1-D PCA projection."""
+    if label.all() or not label.any():
+        return float("nan")
+    edges = np.histogram_bin_edges(values, bins=bins)
+    p = np.histogram(values[label], edges)[0].astype(float) + 1e-6
+    q = np.histogram(values[~label], edges)[0].astype(float) + 1e-6
+    p, q = p / p.sum(), q / q.sum()
+    return float(np.sum(p * np.log(p / q)))
+
+
+def pca_kl(x: np.ndarray, label: np.ndarray, bins: int) -> float:
+    """:func:`histogram_kl` of the first principal component of ``x`` (PCA fitted on ``x``)."""
+    if len(x) < 2:
+        return float("nan")
+    centred = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred[:: max(1, len(centred) // 20000)], full_matrices=False)
+    return histogram_kl(centred @ vt[0], label, bins)
+
+
+def chance_jaccard(n: int, k: int) -> float:
+    """Expected Jaccard of a uniformly random K-subset of N against K associations (fraction):
+    sum_i C(K,i) C(N-K,K-i) / C(N,K) * i / (2K - i) (hypergeometric overlap i; as in ``evaluate``)."""
+    from math import comb
+
+    return sum(comb(k, i) * comb(n - k, k - i) / comb(n, k) * i / (2 * k - i) for i in range(k + 1))

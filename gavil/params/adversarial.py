@@ -1,0 +1,57 @@
+"""Params of the seeds' adversarial methods: ``adversarial_filter`` (SWAG's Adversarial Filtering,
+Zellers et al. 2018 §3.2-3.4, Algorithm 1) and ``aflite`` (WinoGrande's AfLite, Sakaguchi et al.
+2020 §4, Algorithm 1). Defaults are the papers' values; the sources are in each field's comment
+and in README "Adversarial filtering (SWAG)" / "AfLite (WinoGrande)"."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from gavil.params.base import Fraction, NonNegInt, PosInt, Section
+from gavil.params.sections import ModelEntry
+
+TEXT_MODEL = ModelEntry(name="text-minilm-l6", kind="text", model="all-MiniLM-L6-v2")
+AfMember = Literal["text", "rival"]
+#: m or k: an absolute number of instances (an int >= 1) or a fraction of them (0 < x < 1).
+Size = Annotated[int, Field(ge=1)] | Annotated[float, Field(gt=0, lt=1)]
+
+
+def resolve_size(v: int | float, n: int) -> int:
+    """An absolute count, or ``round(v * n)`` (at least 1) for a fraction."""
+    return int(v) if isinstance(v, int) else max(1, round(v * n))
+
+
+class AdversarialFilterParams(Section):
+    members: list[AfMember] = ["text", "rival"]  # feature sources; "rival" = score.model (needs weights)
+    text_model: ModelEntry = TEXT_MODEL  # the text model on candidate names (offline)
+    pool_size: PosInt = 1023  # SWAG: N- = 1023 negatives per context
+    replacements: PosInt = 2  # SWAG: N_easy = 2 replacements per context per iteration
+    test_fraction: Fraction = 0.2  # SWAG: 80/20 train/test split each iteration
+    cheap_iterations: NonNegInt = 100  # swagaf: 100 iterations with the cheap model first
+    ensemble_iterations: NonNegInt = 50  # swagaf: then 50 with the ensemble
+    patience: PosInt = 10  # stop once this many iterations in a row replace nothing
+    mlp_hidden: PosInt = 64  # hidden units of the ensemble's MLP
+    seed: int = 0
+
+    @field_validator("members")
+    @classmethod
+    def _some(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("members must be a non-empty list without repeats of: text, rival")
+        return v
+
+
+class AfliteParams(Section):
+    model: ModelEntry = TEXT_MODEL  # precomputed embeddings (WinoGrande: RoBERTa fine-tuned on a held-out slice)
+    n_classifiers: PosInt = 64  # WinoGrande: n = 64 linear classifiers per phase
+    train_size: Size = 0.3409  # m: WinoGrande 15,000 of 44,000 instances (an int = absolute)
+    cutoff: Size = 0.0114  # k: WinoGrande 500 of 44,000 removed per phase (an int = absolute)
+    tau: Fraction = 0.75  # WinoGrande: remove instances with predictability score >= 0.75
+    correct: Literal["jaccard", "exact"] = "jaccard"  # a held-out prediction's credit
+    image_disjoint: bool = False  # test instances share no candidate with the training ones
+    max_iter: PosInt = 200  # logistic regression (lbfgs) iterations
+    kl_bins: PosInt = 20  # histogram bins of the KL-divergence assessment
+    write_debiased: bool = False  # opt in: write the kept instances to data/export/debiased.csv
+    seed: int = 0

@@ -1,0 +1,79 @@
+"""The ``game`` params section: the collection game (``gavil game``, README "Collecting annotations").
+
+Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the store in it, and
+``dvc.yaml`` depends on the folder); every other key is a runtime knob of the game server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from gavil.params.base import PosInt, Section, runtime_field
+
+
+def _rate_limit(v: str) -> str:
+    """``v`` if it parses as one or more rate limits (``limits`` notation, each amount >= 1)."""
+    from limits import parse_many
+
+    try:
+        parsed = parse_many(v)
+    except ValueError:
+        parsed = []
+    if not parsed or any(lim.amount < 1 for lim in parsed):
+        raise ValueError(f"{v!r} is not a rate limit such as '20/minute' or '20/minute; 100/hour' (amounts >= 1)")
+    return v
+
+
+RateLimit = Annotated[str, AfterValidator(_rate_limit)]
+
+
+class BonusTier(Section):
+    """A bonus for an association whose fool-the-AI score is at least ``min_fool`` (0-100)."""
+
+    min_fool: Annotated[int, Field(ge=0, le=100)]
+    amount: Annotated[float, Field(ge=0)]
+
+
+class GameParams(Section):
+    # the folder of the game's SQLite store (game.sqlite, with its WAL files): a DVC dependency of
+    # import_annotations, so `dvc repro` folds new game data in
+    store_dir: str = "data/game"
+    host: str = runtime_field("127.0.0.1")
+    port: Annotated[int, Field(ge=0, le=65535)] = runtime_field(8765)
+    # who may join: "invitation" (default): each person joins with their own single-use code that
+    # the operator issued (POST /api/admin/invitations); "shared_code": anyone with the one code in
+    # $join_code_env joins, as often as they like (only for a trusted lab)
+    identity: Literal["invitation", "shared_code"] = runtime_field("invitation")
+    join_code_env: str = runtime_field("GAVIL_GAME_JOIN_CODE")  # the shared code (identity: shared_code)
+    admin_token_env: str = runtime_field("GAVIL_GAME_ADMIN_TOKEN")  # pause, export, raw submissions
+    # the rival model is the score section's; true: random weights (labelled untrained everywhere)
+    rival_random_weights: bool = runtime_field(False)
+    submissions_per_minute: PosInt = runtime_field(30)  # per session and per account; more are refused (HTTP 429)
+    # throttles checked before any work (HTTP 429 + Retry-After), moving windows in `limits` notation:
+    join_limit_per_address: RateLimit = runtime_field("30/minute; 100/hour")  # POST /api/join per client address
+    join_limit_per_code: RateLimit = runtime_field("60/minute")  # POST /api/join per join code sent (right or wrong)
+    submission_limit_per_address: RateLimit = runtime_field("120/minute")  # creates + solves per client address
+    # seconds a served solve task stays reserved for its player; an answer after it is refused
+    lease_s: PosInt = runtime_field(600)
+    # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
+    # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
+    bonus_min_solvable: Annotated[float, Field(ge=0, le=1)] = runtime_field(0.8)
+    bonus_unit: str = runtime_field("points")
+    bonus_tiers: list[BonusTier] = runtime_field(
+        [
+            BonusTier(min_fool=50, amount=1),
+            BonusTier(min_fool=60, amount=2),
+            BonusTier(min_fool=67, amount=3),
+            BonusTier(min_fool=80, amount=4),
+        ]
+    )
+
+    @field_validator("bonus_tiers")
+    @classmethod
+    def _ascending(cls, v: list[BonusTier]) -> list[BonusTier]:
+        lows = [t.min_fool for t in v]
+        if lows != sorted(set(lows)):
+            raise ValueError("tiers must be in ascending, distinct min_fool order")
+        return v

@@ -1,0 +1,53 @@
+"""Params section ``paper``: the paper's analyses beyond Table 4, run by ``evaluate``
+(:mod:`stages.evaluate.captions`, :mod:`~stages.evaluate.association_types`,
+:mod:`~stages.evaluate.supervised`, :mod:`~stages.evaluate.published`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gavil.params.base import Fraction, PosInt, Section
+from gavil.params.sections import ModelEntry
+
+
+class SupervisedParams(Section):
+    """Table 5: a classifier on frozen embeddings (paper §3.2: Adam, lr 1e-3, batch 128, 7 epochs, 5 seeds)."""
+
+    enabled: bool = True
+    models: list[str] = ["text-mpnet"]  # names from paper.text_models whose embeddings are the features
+    features: list[Literal["names", "captions"]] = ["captions"]  # what the text models embed per candidate
+    seeds: list[int] = [0, 1, 2, 3, 4]
+    epochs: PosInt = 7
+    lr: float = Field(default=1e-3, gt=0)
+    batch_size: PosInt = 128
+    test_fraction: Fraction = 0.1
+    dev_fraction: Fraction = 0.1
+
+
+class PaperParams(Section):
+    release_dir: str = "data/sample/winogavil"
+    captions_file: str = "ofa_image_caption_predictions.csv"
+    association_types_file: str = "model_analysis_on_different_association_types.csv"
+    text_models: list[ModelEntry] = [
+        ModelEntry(name="text-minilm-l6", kind="text", model="all-MiniLM-L6-v2"),
+        ModelEntry(name="text-mpnet", kind="text", model="all-mpnet-base-v2"),
+    ]
+    tie_break: Literal["stable", "datacomp"] = "stable"
+    supervised: SupervisedParams = SupervisedParams()
+
+    @field_validator("text_models")
+    @classmethod
+    def _text_only(cls, v: list[ModelEntry]) -> list[ModelEntry]:
+        bad = [m.name for m in v if m.kind != "text"]
+        if bad:
+            raise ValueError(f"paper.text_models must be kind: text; not {bad}")
+        return v
+
+    @model_validator(mode="after")
+    def _known_supervised_models(self) -> PaperParams:
+        unknown = sorted(set(self.supervised.models) - {m.name for m in self.text_models})
+        if unknown:
+            raise ValueError(f"paper.supervised.models {unknown} are not names in paper.text_models")
+        return self

@@ -1,0 +1,129 @@
+"""A stage's code dependencies, derived: the in-tree files its module imports, transitively.
+
+``dvc.yaml`` lists them as deps, so editing any source a stage runs re-runs that stage, and a
+new import can never be forgotten (nothing is kept by hand). Imports are read from the source
+with :mod:`ast` (no code is executed), including imports inside functions. Only modules of this
+tree count (``gavil``, ``stages``, ``schemas``, ``flows``); a package import adds its ``__init__.py``.
+Imports under ``if TYPE_CHECKING:`` never run, so they do not count. But the runner's own code
+that shapes what a stage sees or writes is a dependency of every stage
+(:data:`RUNNER_MODULES`): :mod:`gavil.params` parses the params a stage receives (its validators
+and methods run inside the stage) even where the stage imports it for annotations only, and
+:mod:`gavil.pipeline.metrics` shapes the metrics files the runner writes for it.
+
+The schema modules of the tables a stage reads and writes are added too: the catalog names
+models as strings (``"schemas.ocr:Ocr"``) and imports them only when a table is read.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gavil.pipeline import catalog
+
+if TYPE_CHECKING:
+    from gavil.pipeline.registry import StageSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("gavil", "stages", "schemas", "flows")
+#: Modules the runner executes for every stage (params parsing): code deps of every stage.
+RUNNER_MODULES = ("gavil.params", "gavil.pipeline.metrics")
+
+
+def module_file(module: str, root: Path = ROOT) -> Path | None:
+    """The file of an in-tree module (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``), or None."""
+    if module.split(".")[0] not in PACKAGES:
+        return None
+    base = root.joinpath(*module.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _module_name(file: Path, root: Path) -> str:
+    rel = file.relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+@cache
+def imports_of(file: Path, root: Path = ROOT) -> frozenset[str]:
+    """In-tree modules ``file`` imports (absolute and relative, anywhere in the file)."""
+    tree = ast.parse(file.read_text(), str(file))
+    me = _module_name(file, root)
+    package = me if file.name == "__init__.py" else me.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                mod = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found |= {f"{mod}.{a.name}" for a in node.names}  # `from pkg import module`
+    return frozenset(m for m in found if module_file(m, root) is not None)
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """All nodes except those under ``if TYPE_CHECKING:`` (annotation-only imports)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo += node.orelse
+            continue
+        todo += list(ast.iter_child_nodes(node))
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def closure(module: str, root: Path = ROOT) -> list[str]:
+    """Every in-tree file ``module`` needs, as sorted paths relative to ``root``: its own file, the
+    files it imports transitively, and the ``__init__.py`` of every package on the way."""
+    start = module_file(module, root)
+    if start is None:
+        raise ModuleNotFoundError(f"{module} is not a module of this tree")
+    seen: set[Path] = set()
+    todo = [start]
+    if start.name == "__init__.py":  # a package stage: all of its modules
+        todo += sorted(start.parent.rglob("*.py"))
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        name = _module_name(f, root)
+        parts = name.split(".")
+        for i in range(1, len(parts)):  # parent packages run their __init__ first
+            init = module_file(".".join(parts[:i]), root)
+            if init is not None:
+                todo.append(init)
+        todo += [p for m in imports_of(f, root) if (p := module_file(m, root)) is not None]
+    return sorted(str(p.relative_to(root)) for p in seen)
+
+
+def code_deps(spec: StageSpec, root: Path = ROOT) -> list[str]:
+    """The source files stage ``spec`` depends on: its module's import closure plus the schema
+    modules (and their closures) of the tables it reads and writes."""
+    files = set(closure(f"stages.{spec.name}", root))
+    for module in RUNNER_MODULES:
+        files |= set(closure(module, root))
+    for name in (*spec.reads, *spec.writes):
+        e = catalog.entry(name)
+        if isinstance(e, catalog.Table):
+            files |= set(closure(e.model.split(":")[0], root))
+    own = [f for f in files if f.startswith(f"stages/{spec.name}")]
+    return sorted(own) + sorted(files - set(own))

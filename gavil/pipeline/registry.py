@@ -1,0 +1,194 @@
+"""The stage registry: every stage's reads, writes and params, by catalog name.
+
+``dvc.yaml`` is generated from :data:`STAGES` (``gavil dvc-yaml --write``; a test fails when the
+committed file drifts) without importing any stage module: paths come from the catalog
+(:mod:`gavil.pipeline.catalog`), code dependencies from each stage's import closure
+(:mod:`gavil.pipeline.codedeps`), params from the typed sections (:mod:`gavil.params`, runtime knobs
+left out). ``gavil stage NAME`` runs a stage for DVC, and the Prefect flow (:mod:`flows.build`)
+runs the very same ``run_stage`` / ``plan_stage`` / ``work_stage`` / ``reduce_stage`` calls as
+tasks in DAG order. While a stage runs, the catalog refuses reads and writes its spec does not
+declare, so the DAG written here is the DAG the code follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gavil.errors import GavilError
+from gavil.params import SECTIONS
+from gavil.pipeline import catalog
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A pipeline stage: module ``stages.<name>`` with ``run(params) -> metrics``; a partitioned one
+    also has ``plan(params) -> parts``, ``work(params, part)`` and ``reduce(params, results) -> metrics``."""
+
+    name: str
+    reads: tuple[str, ...] = ()  # catalog names it reads (another stage's outputs)
+    writes: tuple[str, ...] = ()  # catalog names it writes (it may also read them: caches)
+    params: tuple[str, ...] = ()  # params.yaml sections, or section.key, it depends on
+    external: tuple[str, ...] = ()  # input paths outside the catalog (may use ${section.key})
+    partitioned: bool = False
+    network: bool = field(default=False)  # may fetch over the network: retried by the flow
+
+    @property
+    def metrics(self) -> str:
+        """Its metrics file, ``data/metrics/<name>.json``."""
+        return catalog.metrics_path(self.name)
+
+    @property
+    def param_keys(self) -> list[str]:
+        """The params it depends on, key by key, runtime knobs left out (``dvc.yaml`` params)."""
+        keys: list[str] = []
+        for p in self.params:
+            sec, _, key = p.partition(".")
+            if sec not in SECTIONS:
+                raise GavilError(f"stage {self.name}: params names unknown section {sec!r}")
+            keys += [p] if key else [f"{sec}.{k}" for k in SECTIONS[sec].output_keys()]
+        return keys
+
+
+STAGES: tuple[StageSpec, ...] = (
+    StageSpec(
+        "ingest_concepts",
+        writes=("concepts", "edges", "name_rejects"),
+        params=("ingest",),
+        external=("${ingest.path}",),
+    ),
+    StageSpec("filter_profanity", reads=("concepts",), writes=("concept_filter",), params=("profanity",)),
+    StageSpec(
+        # the journal is not a DVC output (its segments are named per run); DVC leaves it alone
+        "crawl_images",
+        reads=("concept_filter",),
+        writes=("candidates", "images", "image_store", "crawl_journal"),
+        params=("crawl",),
+        external=("${crawl.local_dir}", "${crawl.urllist_path}"),
+        partitioned=True,
+        network=True,
+    ),
+    StageSpec(
+        "ocr_filter",
+        reads=("candidates", "images", "image_store"),
+        writes=("ocr", "ocr_detections", "plot_ocr_fates"),
+        params=("ocr",),
+        partitioned=True,
+    ),
+    StageSpec(
+        "build_instances",
+        reads=("ocr", "concept_filter", "edges"),
+        writes=("candidate_sets", "swow_instances", "concreteness"),
+        params=("instances",),
+    ),
+    StageSpec(
+        "score_candidates",
+        reads=("swow_instances", "ocr", "image_store"),
+        writes=("scores", "embeddings"),
+        params=("score",),
+        partitioned=True,
+        network=True,
+    ),
+    StageSpec(
+        "adversarial_filter",
+        reads=("swow_instances", "embeddings", "edges", "ocr", "image_store"),
+        writes=("af_instances", "af_replacements", "af_iterations", "af_embeddings", "plot_af"),
+        params=(
+            "adversarial_filter",
+            "score.model",
+            "score.pretrained",
+            "score.weights_path",
+            "score.cache_dir",
+            "score.allow_download",
+            "score.precision",  # the rival member's embeddings are computed at these numerics
+            "score.device",
+        ),
+    ),
+    StageSpec(
+        "import_annotations",
+        writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
+        params=("annotations", "profanity", "game.store_dir"),
+        # the game's store folder: new game data re-runs the import (README "Collecting annotations")
+        external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
+    ),
+    StageSpec(
+        "select_instances",
+        reads=("instances", "solves"),
+        writes=(
+            "selection",
+            "id_ledger",
+            "table1",
+            "table1_md",
+            "annotator_stats",
+            "plot_solver_jaccard",
+            "plot_fool_the_ai",
+        ),
+        params=("select",),
+    ),
+    StageSpec(
+        "aflite",
+        reads=("selection", "ocr", "image_store"),
+        writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
+        # its model loads with score's runtime options: their numerics change the embeddings
+        params=("aflite", "score.cache_dir", "score.allow_download", "score.precision", "score.device"),
+    ),
+    StageSpec(
+        "export",
+        reads=("selection", "ocr", "image_store"),
+        writes=(
+            "benchmark",
+            "benchmark_csv",
+            "split_game_5_6",
+            "split_game_10_12",
+            "split_swow",
+            "dataset_dir",
+            "benchmark_dataset",
+        ),
+        params=("export", "select.min_solver_jaccard", "score.model", "score.pretrained"),  # the dataset card
+    ),
+    StageSpec(
+        "evaluate",
+        reads=("selection", "ocr", "image_store", "embeddings"),
+        writes=(
+            "predictions",
+            "evaluation",
+            "paired_evaluation",
+            "table4_md",
+            "eval_embeddings",
+            "plot_models",
+            "plot_candidates",
+            "paper_md",
+            "cue_image_pairs",
+        ),
+        params=("evaluate", "paper", "score.cache_dir", "score.allow_download"),
+        external=(
+            "${evaluate.release_predictions_dir}",
+            "${paper.release_dir}/${paper.captions_file}",
+            "${paper.release_dir}/${paper.association_types_file}",
+        ),
+        network=True,
+    ),
+)
+BY_NAME = {s.name: s for s in STAGES}
+
+
+class UnknownStage(GavilError, KeyError):
+    """A stage name that is not in :data:`STAGES`."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def spec(name: str) -> StageSpec:
+    """The spec of stage ``name``.
+
+    Raises:
+        UnknownStage: listing the stages.
+    """
+    if name not in BY_NAME:
+        raise UnknownStage(f"unknown stage {name!r}; stages: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def upstream(s: StageSpec) -> list[str]:
+    """Names of the stages whose outputs ``s`` reads (the DAG edges)."""
+    return [o.name for o in STAGES if o is not s and set(o.writes) & set(s.reads)]

@@ -1,0 +1,377 @@
+"""Stage 8, ``select_instances``: solvable-by-humans scores and the >= 80 % selection.
+
+Per instance (reference "Formulas"): per-solver Jaccard of each solver's selection against
+the associations; ``solvers_jaccard_mean = round(mean, 2)``; ``solvers_jaccard_std =
+round(population std, 2)``; 3-way agreement |S1∩S2∩S3| / |S1∪S2∪S3|. Released instances keep
+their released mean and std. Raw instances with fewer than ``select.min_solvers`` valid solver
+answers are ``insufficient_solvers`` (never averaged over fewer). An instance is ``selected``
+when its mean >= ``select.min_solver_jaccard`` (paper §2.2: "at least 80%"); model scores
+are not used. A raw instance whose cue the profanity filter flagged is ``profane_cue`` (its
+scores are kept). Selected instances get a permanent ``ID`` per dataset from the ID ledger
+(0..n-1 in import order on a first build; never renumbered later: :func:`benchmark_ids`); every
+instance also gets its release split (game_5_6, game_10_12, swow) and a permanent split ID.
+Only answers by players other than the instance's spymaster count (paper §2), and exactly
+``select.min_solvers`` of them (the ledger's recorded solvers first, then by hashed solver id);
+the rest are counted as ``late_answers``, never averaged in.
+
+The ID ledger binds each ``instance_uid`` to its content (:func:`content_fingerprint`): imported
+content that differs under a recorded uid is ``rejected`` (a reused or edited instance_id), and a
+published instance is final: its row is rebuilt from the ledger, frozen, whatever later answers,
+edits or removed batches say; only ``select.retired`` takes it out (status ``retired``, its ID
+never reused). Outputs do not depend on the row order of any input (:func:`canonical_order`).
+
+Also writes the paper's Table 1 (generated associations, average model score =
+mean(100 - fool-the-AI), average human score, kept) per dataset and candidate group, and
+per-annotator statistics (hashed ids only): spymasters' instances, selected count, mean human
+score and mean fool-the-AI; solvers' answers and mean Jaccard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
+
+import pandas as pd
+from pandera.errors import SchemaError, SchemaErrors
+
+from gavil.domain.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
+from gavil.errors import GavilError
+from gavil.io import atomic_path, write_csv
+from gavil.pipeline import catalog
+from schemas import ListColumnError
+from schemas.selection import AnnotatorStats, Selection, Table1
+from stages.select_instances.ledger import (
+    benchmark_ids,
+    canonical_order,
+    content_fingerprint,
+    is_null,
+    led_records,
+    published_row,
+    retired_uids,
+    split_ids,
+    split_of,
+    update_ledger,
+)
+
+if TYPE_CHECKING:
+    from gavil.params import Params
+
+
+class Metrics(TypedDict):
+    """``data/metrics/select_instances.json``."""
+
+    min_solver_jaccard: float  # a fraction
+    by_dataset_status: dict[str, int]  # "dataset/status" -> instances
+    table1: list[dict[str, Any]]  # Table 1 rows
+
+
+def select(
+    instances: pd.DataFrame,
+    solves: pd.DataFrame,
+    min_solver_jaccard: float,
+    min_solvers: int = 3,
+    ledger: pd.DataFrame | None = None,
+    retired: Iterable[tuple[str, int, str]] = (),
+) -> pd.DataFrame:
+    """Score and select instances (pure; independent of the row order of every input).
+
+    Args:
+        instances: :class:`schemas.annotations.Instances`.
+        solves: :class:`schemas.annotations.Solves` (answers to raw instances). An answer by the
+            instance's own spymaster never counts (paper §2: three *other* players solve it).
+        min_solver_jaccard: threshold on the rounded mean, a fraction (0.8 = 80 %).
+        min_solvers: answers by other players that score a raw instance: exactly this many count
+            (those of the solvers the ledger recorded for it first, then by hashed solver id);
+            the others are ``late_answers``.
+        ledger: :class:`schemas.selection.IdLedger` of earlier builds (None: a first build).
+            An instance in it keeps its split ID and benchmark ID, and its uid stays bound to
+            its recorded content; a published one (with an ``ID``) is rebuilt from it, frozen.
+        retired: (dataset, ID, reason) of published instances a lab took out (``select.retired``).
+
+    Returns:
+        :class:`schemas.selection.Selection`: one row per imported instance (canonical order,
+        :func:`canonical_order`), then published instances no longer imported as published
+        (source gone, or its uid now holds other content) rebuilt from the ledger, by dataset and ID.
+
+    Raises:
+        GavilError: a retired ID was never published.
+    """
+    led = led_records(ledger)
+    gone = retired_uids(led, retired)
+    instances = canonical_order(instances)
+    spymaster_of = dict(zip(instances["instance_uid"], instances["spymaster"]))
+    answers: dict[str, dict[str, list[str]]] = {}
+    for uid, solver, selection in zip(solves["instance_uid"], solves["solver"], solves["selection"]):
+        if solver != spymaster_of.get(uid):
+            answers.setdefault(uid, {})[solver] = list(selection)
+    rows: list[dict[str, Any]] = []
+    emitted: set[str] = set()
+    for rec in instances.itertuples(index=False):
+        fp = content_fingerprint(rec.dataset, rec.cue, rec.candidates, rec.associations)
+        old = led.get(rec.instance_uid)
+        row = {
+            "instance_uid": rec.instance_uid,
+            "origin": rec.origin,
+            "dataset": rec.dataset,
+            "split": split_of(rec.dataset, rec.num_candidates),
+            "split_id": None,
+            "fingerprint": fp,
+            "cue": rec.cue,
+            "candidates": rec.candidates,
+            "associations": rec.associations,
+            "num_associations": rec.num_associations,
+            "num_candidates": rec.num_candidates,
+            "score_fool_the_ai": rec.score_fool_the_ai,
+            "annotation_index": rec.annotation_index,
+            "images_source": rec.images_source,
+            "cue_weight": rec.cue_weight,
+            "associations_mean_weight": rec.associations_mean_weight,
+            "candidates_connectivity_score": rec.candidates_connectivity_score,
+            "spymaster": rec.spymaster,
+            "solvers": None,
+            "solver_jaccards": None,
+            "n_solvers": None,
+            "late_answers": 0,
+            "solvers_jaccard_mean": rec.solvers_jaccard_mean,
+            "solvers_jaccard_std": rec.solvers_jaccard_std,
+            "solvers_agreement": None,
+            "ID": None,
+        }
+        given = answers.get(rec.instance_uid, {})
+        if old is not None and old["fingerprint"] != fp:
+            what = (
+                f"published {old['dataset']} ID {int(old['ID'])}"
+                if not is_null(old["ID"])
+                else f"{old['split']} split ID {int(old['split_id'])}"
+            )
+            rows.append(
+                row
+                | {
+                    "instance_uid": f"{rec.instance_uid}#conflict:{fp[:12]}",
+                    "late_answers": len(given),
+                    "status": "rejected",
+                    "reason": f"content differs from {what} (cue {old['cue']!r}) recorded for {rec.instance_uid} "
+                    "in the ID ledger: an instance_id names one instance forever; give this instance a new instance_id",
+                }
+            )
+            continue
+        emitted.add(rec.instance_uid)
+        if old is not None and not is_null(old["ID"]):
+            rows.append(published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard))
+            continue
+        if rec.origin == "raw":
+            recorded = set(old["solvers"] or []) if old is not None and isinstance(old["solvers"], list) else set()
+            order = sorted(given, key=lambda s: (s not in recorded, s))
+            row["n_solvers"] = len(order)
+            if len(order) < min_solvers:
+                rows.append(
+                    row
+                    | {
+                        "status": "insufficient_solvers",
+                        "reason": f"{len(order)} valid answer(s) by other players, need {min_solvers}",
+                    }
+                )
+                continue
+            counted = order[:min_solvers]
+            sels = [given[s] for s in counted]
+            js = solver_jaccards(sels, rec.associations)
+            mean, std = solvable_by_humans(js)
+            row |= {
+                "solvers": counted,
+                "solver_jaccards": js,
+                "n_solvers": len(counted),
+                "late_answers": len(order) - len(counted),
+                "solvers_jaccard_mean": mean,
+                "solvers_jaccard_std": std,
+                "solvers_agreement": solver_agreement(sels),
+            }
+        mean = row["solvers_jaccard_mean"]
+        late = f"; {row['late_answers']} later answer(s) not counted" if row["late_answers"] else ""
+        if isinstance(rec.cue_flag, str):
+            rows.append(row | {"status": "profane_cue", "reason": f"cue flagged: {rec.cue_flag}"})
+        elif pd.isna(mean):
+            rows.append(row | {"status": "insufficient_solvers", "reason": "no solver scores"})
+        elif mean >= min_solver_jaccard:
+            rows.append(row | {"status": "selected", "reason": late[2:] or None})
+        else:
+            rows.append(
+                row | {"status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}{late}"}
+            )
+    kept = sorted(
+        (r for u, r in led.items() if u not in emitted and not is_null(r["ID"])),
+        key=lambda r: (r["dataset"], int(r["ID"])),
+    )
+    shadowed = {r["instance_uid"].split("#conflict:")[0] for r in rows if r["status"] == "rejected"}
+    for old in kept:
+        uid = old["instance_uid"]
+        why = (
+            "its instance_id now holds other content (rejected)"
+            if uid in shadowed
+            else "its source row is no longer imported"
+        )
+        rows.append(
+            published_row(
+                old,
+                {},
+                answers.get(uid, {}),
+                gone.get(uid),
+                min_solver_jaccard,
+                f"published; {why}: kept from the ID ledger",
+            )
+        )
+    df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
+    for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
+        df[col] = df[col].astype("Int64")
+    for col in ("solvers_jaccard_mean", "solvers_jaccard_std", "solvers_agreement", "cue_weight"):
+        df[col] = df[col].astype(float)
+    for col in ("associations_mean_weight", "candidates_connectivity_score"):
+        df[col] = df[col].astype(float)
+    live = df["status"] != "rejected"
+    slots = split_ids(df[live], ledger, instances)
+    df["split_id"] = pd.array([pd.NA] * len(df), dtype="Int64")
+    df.loc[live, "split_id"] = pd.array([sid for _, sid in slots], dtype="Int64")
+    df["ID"] = benchmark_ids(df, ledger)
+    return df
+
+
+def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFrame:
+    """Per spymaster and per solver (hashed ids): counts, mean Jaccard, mean fool-the-AI.
+
+    Returns :class:`schemas.selection.AnnotatorStats` rows, spymasters first, by annotator.
+    """
+    rows = []
+    spy = selection[selection["spymaster"].notna()]
+    for who, g in spy.groupby("spymaster", sort=True):
+        fool = g["score_fool_the_ai"].dropna().astype(float)
+        human = g["solvers_jaccard_mean"].dropna()
+        rows.append(
+            {
+                "role": "spymaster",
+                "annotator": who,
+                "count": len(g),
+                "selected": int((g["status"] == "selected").sum()),
+                "mean_jaccard": float(human.mean()) if len(human) else None,
+                "mean_fool_the_ai": float(fool.mean()) if len(fool) else None,
+            }
+        )
+    live = selection[selection["status"] != "rejected"]
+    assoc = dict(zip(live["instance_uid"], live["associations"]))
+    solves = solves[solves["instance_uid"].isin(set(assoc))]  # an answer to content the ledger rejected: no row
+    if len(solves):
+        js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
+        sv = solves.assign(j=js)
+        for who, g in sv.groupby("solver", sort=True):
+            rows.append(
+                {
+                    "role": "solver",
+                    "annotator": who,
+                    "count": len(g),
+                    "selected": None,
+                    "mean_jaccard": float(g["j"].mean()),
+                    "mean_fool_the_ai": None,
+                }
+            )
+    df = pd.DataFrame(rows, columns=list(AnnotatorStats.to_schema().columns))
+    df["selected"] = df["selected"].astype("Int64")
+    return df
+
+
+def table1(selection: pd.DataFrame, min_solver_jaccard: float) -> pd.DataFrame:
+    """The paper's Table 1 per dataset and candidate group (:class:`schemas.selection.Table1`);
+    rejected rows (content conflicting with the ID ledger) are not instances and not counted."""
+    selection = selection[selection["status"] != "rejected"]
+    df = selection.assign(group=selection["num_candidates"].map(candidate_group))
+    df["_order"] = df["group"].map({"5&6": 0, "10&12": 1})
+    rows = []
+    for (dataset, _, group), g in df.groupby(["dataset", "_order", "group"], sort=True):
+        fool = g["score_fool_the_ai"].dropna().astype(float)
+        human = g["solvers_jaccard_mean"].dropna()
+        rows.append(
+            {
+                "dataset": dataset,
+                "candidates_group": group,
+                "generated_associations": len(g),
+                "avg_model_score_percent": round(float((100 - fool).mean()), 1) if len(fool) else None,
+                "avg_human_score_percent": round(100 * float(human.mean()), 1) if len(human) else None,
+                "kept": int((g["status"] == "selected").sum()),
+                "min_solver_jaccard": min_solver_jaccard,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(Table1.to_schema().columns))
+
+
+def distributions(selection: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Plot data: instances per solver-mean value (by dataset) and per fool-the-AI value (by group)."""
+    sj = selection.dropna(subset=["solvers_jaccard_mean"])
+    solver = (
+        sj.assign(
+            series=sj["dataset"] + " " + sj["status"],
+            solvers_jaccard_mean=sj["solvers_jaccard_mean"].round(2).astype(str),
+        )
+        .groupby(["series", "solvers_jaccard_mean"])
+        .size()
+        .rename("instances")
+        .reset_index()
+    )
+    fa = selection.dropna(subset=["score_fool_the_ai"])
+    fool = (
+        fa.assign(
+            # astype(str): with no scored instance (a game without rival weights) map() gives int64
+            series=fa["dataset"] + " " + fa["num_candidates"].map(candidate_group).astype(str),
+            score_fool_the_ai=fa["score_fool_the_ai"].astype(int).astype(str),
+        )
+        .groupby(["series", "score_fool_the_ai"])
+        .size()
+        .rename("instances")
+        .reset_index()
+    )
+    return solver, fool
+
+
+def table1_markdown(t: pd.DataFrame) -> str:
+    """Table 1 as Markdown, one column per (dataset, group), rows as in the paper."""
+    thr = int(round(100 * float(t["min_solver_jaccard"].iloc[0]))) if len(t) else 80
+    heads = [f"{d} {g}" for d, g in zip(t["dataset"], t["candidates_group"])]
+
+    def fmt(v: Any, pct: bool = False) -> str:
+        return "n/a" if pd.isna(v) else (f"{v:.0f}%" if pct else f"{int(v):,}")
+
+    lines = ["| # Candidates | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    lines.append("| # Generated Associations | " + " | ".join(fmt(v) for v in t["generated_associations"]) + " |")
+    lines.append("| % Avg. Model Score | " + " | ".join(fmt(v, True) for v in t["avg_model_score_percent"]) + " |")
+    lines.append("| % Avg. Human Score | " + " | ".join(fmt(v, True) for v in t["avg_human_score_percent"]) + " |")
+    lines.append(f"| # >= {thr}% Avg. Human Score | " + " | ".join(fmt(v) for v in t["kept"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run(params: Params) -> Metrics:
+    """Stage entry point: instances + solves -> selection, table1 (+ Markdown), annotator stats, plots.
+
+    Returns the metrics: the threshold (a fraction), instances by dataset/status, Table 1 rows."""
+    p = params.select
+    thr = p.min_solver_jaccard
+    solves = catalog.read_table("solves")
+    try:
+        ledger = catalog.read_table("id_ledger") if catalog.exists("id_ledger") else None
+    except (SchemaErrors, SchemaError, ListColumnError) as e:
+        path = catalog.entry("id_ledger").path
+        raise GavilError(
+            f"{path} is not a valid ID ledger ({str(e).splitlines()[0][:120]}): restore it from git "
+            f"(git checkout -- {path}); never edit or merge it by hand"
+        ) from e
+    retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
+    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired)
+    catalog.write_table(sel, "selection")
+    catalog.write_table(update_ledger(sel, ledger), "id_ledger")
+    catalog.write_table(annotator_stats(sel, solves), "annotator_stats")
+    t1 = catalog.write_table(table1(sel, thr), "table1")
+    with atomic_path(catalog.path("table1_md", "write"), ".md") as tmp:
+        tmp.write_text(table1_markdown(t1))
+    plot_solver, plot_fool = distributions(sel)
+    write_csv(plot_solver, catalog.path("plot_solver_jaccard", "write"))
+    write_csv(plot_fool, catalog.path("plot_fool_the_ai", "write"))
+    return {
+        "min_solver_jaccard": thr,
+        "by_dataset_status": {f"{d}/{s}": int(n) for (d, s), n in sel.groupby(["dataset", "status"]).size().items()},
+        "table1": t1.drop(columns="min_solver_jaccard").to_dict("records"),
+    }
