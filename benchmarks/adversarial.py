@@ -108,7 +108,7 @@ def _in_child(what: str, *args: str) -> dict:
 def release_af(ensemble: int) -> dict:
     import pandas as pd
 
-    from gavil.domain.winogavil import jaccard
+    from gavil.domain.winogavil import jaccard, top_k
     from gavil.models.embeddings import Cache
     from gavil.models.features import cue_key, embed
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
@@ -154,7 +154,7 @@ def release_af(ensemble: int) -> dict:
         for cue, a, d in zip(sw["cue"], sw["associations"], distractors):
             cands = list(a) + list(d)
             sims = np.array([cvecs[c] @ cue_vecs[cue_key(cue)] for c in cands])
-            pred = [cands[i] for i in np.argsort(-sims, kind="stable")[: len(a)]]
+            pred = top_k(cands, sims, len(a))
             scores.append(jaccard(pred, a))
         return round(100 * float(np.mean(scores)), 1)
 

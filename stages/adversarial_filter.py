@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from gavil.domain.winogavil import random_expected_jaccard
 from gavil.io import write_csv
 from gavil.models.embeddings import Cache
-from gavil.models.features import Layout, chance_jaccard, cue_key, embed, fit_logistic, pair_features, topk_credit
+from gavil.models.features import Layout, cue_key, embed, fit_logistic, pair_features, topk_credit
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
@@ -199,7 +200,9 @@ def adversarial_filter(
                     assigned[i][slot] = free[j]
                 swaps += r
             chance = float(
-                np.mean([chance_jaccard(len(positives[i]) + len(assigned[i]), len(positives[i])) for i in test])
+                np.mean(
+                    [random_expected_jaccard(len(positives[i]) + len(assigned[i]), len(positives[i])) for i in test]
+                )
             )
             iters.append(
                 {

@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gavil.domain.winogavil import random_expected_jaccard
 from gavil.errors import ParamsError
 from gavil.io import validate
 from gavil.models.embeddings import Cache
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.params import parse_params
 from schemas.evaluate import EvalPredictions
-from stages.evaluate import association_types, captions, published, random_jaccard, supervised
+from stages.evaluate import association_types, captions, published, supervised
 from tests.helpers import RELEASE
 
 SPLITS = [("game_10_12", "game"), ("game_5_6", "game"), ("swow", "swow_baseline")]
@@ -54,7 +55,7 @@ def test_mpnet_on_ofa_captions_reproduces_table7_exactly(tmp_path):
     model = load_model(ModelSpec("text-mpnet", "text", "all-mpnet-base-v2"), RuntimeOptions(threads=2))
     assert model.weights_id == "all-mpnet-base-v2"
     inst = release_instances()
-    rand = np.array([random_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])])
+    rand = np.array([random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])])
     caps = captions.load_captions(RELEASE / "ofa_image_caption_predictions.csv")
     assert len(caps) == 3615
     cache = Cache([], tmp_path / "cache.parquet")

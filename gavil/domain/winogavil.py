@@ -10,7 +10,11 @@ Scores are *fractions* in [0, 1] unless a name says ``percent`` or ``score`` (0-
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from math import comb
 from statistics import fmean, pstdev
+
+import numpy as np
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES, K_LIMITS  # noqa: F401  (re-exported: the semantics use them)
 
@@ -51,18 +55,80 @@ def prompt_for_cue(cue: str) -> str:
     return ("An " if c[0] in _VOWELS else "A ") + c
 
 
-def top_k(candidates: Sequence[str], similarities: Sequence[float], k: int) -> list[str]:
-    """The K candidates with the highest similarity; ties keep candidate order (stable sort).
+def jaccard_from_overlap(overlap: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Jaccard index of two K-item selections that share ``overlap`` items: ``overlap / (2K - overlap)``.
+
+    The vectorised form of :func:`jaccard` when both sides have exactly K items, as a model's top-K
+    and the K associations always do (reference "Formulas": predictions always have K items), since
+    |A ∪ B| = 2K - |A ∩ B|. ``overlap`` and ``k``: integer arrays of one shape (broadcastable);
+    returns float64 fractions in [0, 1].
+    """
+    return overlap / (2 * k - overlap)
+
+
+@cache
+def random_expected_jaccard(n: int, k: int) -> float:
+    """Expected Jaccard of a uniformly random K-subset of N candidates against the K associations
+    (fraction): the paper's "random expected Jaccard index" (§2) for one (N, K).
+
+    E[J] = sum_i C(K,i) C(N-K,K-i) / C(N,K) * i / (2K - i): the overlap i is hypergeometric and two
+    K-sets overlapping in i have Jaccard i / (2K - i) (:func:`jaccard_from_overlap`). Exact up to
+    float rounding (the terms are summed in the order i = 0..K). The paper's per-N figures
+    (:data:`RANDOM_EXPECTED_JACCARD_PERCENT`) average over its instances' K and are not re-derived here.
+
+    Raises:
+        ValueError: for N < 1 or K outside 1..N (a random K-subset must exist).
+    """
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} outside 1..{n}")
+    total = comb(n, k)
+    return sum(comb(k, i) * comb(n - k, k - i) / total * i / (2 * k - i) for i in range(0, k + 1))
+
+
+def rank_by_score(scores: np.ndarray) -> np.ndarray:
+    """Candidate positions in the rival model's rank order: descending score, ties in candidate order.
+
+    The model-prediction rule (reference "Formulas": "top-K; ties keep candidate order (stable
+    sort)"; the release's ``Counter.most_common`` keeps insertion order on ties) as
+    ``np.argsort(-scores, axis=-1, kind="stable")``. ``scores``: float array, candidates on the last
+    axis (1-D for one instance, (n, width) for many); -inf padding ranks last, NaN after it.
+    Returns int64 positions of the same shape. The top K are the first K positions.
+    """
+    return np.argsort(-np.asarray(scores), axis=-1, kind="stable")
+
+
+def top_k_positions(scores: Sequence[float] | np.ndarray, k: int) -> list[int]:
+    """Positions of one instance's K highest-scoring candidates in rank order (:func:`rank_by_score`).
+
+    Raises:
+        ValueError: k outside 1..len(scores).
+    """
+    s = np.asarray(scores)
+    if not 1 <= k <= len(s):
+        raise ValueError(f"k={k} outside 1..{len(s)}")
+    return rank_by_score(s)[:k].tolist()
+
+
+def top_k_mask(scores: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """For many instances: bool (n, width), True on each row's K[i] top candidates (:func:`rank_by_score`).
+
+    ``scores``: (n, width) floats, -inf on padding; ``k``: (n,) ints, each <= the row's candidates.
+    """
+    order = rank_by_score(scores)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(scores.shape[1])[None, :].repeat(len(scores), 0), axis=1)
+    return rank < k[:, None]
+
+
+def top_k(candidates: Sequence[str], similarities: Sequence[float] | np.ndarray, k: int) -> list[str]:
+    """The K candidates with the highest similarity, in rank order (:func:`top_k_positions`).
 
     Raises:
         ValueError: if lengths differ or k is not in 1..len(candidates).
     """
     if len(candidates) != len(similarities):
         raise ValueError(f"{len(candidates)} candidates but {len(similarities)} similarities")
-    if not 1 <= k <= len(candidates):
-        raise ValueError(f"k={k} outside 1..{len(candidates)}")
-    order = sorted(range(len(candidates)), key=lambda i: -similarities[i])  # sorted() is stable
-    return [candidates[i] for i in order[:k]]
+    return [candidates[i] for i in top_k_positions(similarities, k)]
 
 
 def fool_the_ai_score(prediction: Sequence[str], associations: Sequence[str]) -> int:

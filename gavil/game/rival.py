@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gavil.domain.winogavil import fool_the_ai_score, prompt_for_cue
+from gavil.domain.winogavil import fool_the_ai_score, prompt_for_cue, top_k_positions
 from gavil.errors import ParamsError
 from gavil.game.store import connect, transaction
 from gavil.models.embeddings import Cache
@@ -53,8 +53,7 @@ class Rival:
                 if len(self._text) < 10_000:
                     self._text[prompt] = q
         mat = np.stack([self.vectors[s] for s in candidate_shas])
-        order = np.argsort(-(mat @ q), kind="stable")
-        return [int(i) for i in order[:k]]
+        return top_k_positions(mat @ q, k)
 
     def score(self, picks: Sequence[str] | None, associations: Sequence[str]) -> int | None:
         """Fool-the-AI (100 - truncated Jaccard x 100) of the picks, None without a model."""

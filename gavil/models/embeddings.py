@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gavil.domain.winogavil import fool_the_ai_score, jaccard, prompt_for_cue
+from gavil.domain.winogavil import fool_the_ai_score, jaccard, prompt_for_cue, rank_by_score
 from gavil.io import write_parquet
 from gavil.models.loading import LoadedModel
 from schemas.embeddings import EmbeddingCache
@@ -136,7 +136,7 @@ def predict(
     """Top-K candidate positions and similarities for many instances at once.
 
     Instances are grouped by N; similarities = batched dot products of unit vectors (cosine);
-    ``np.argsort(-s, kind="stable")`` keeps candidate order on ties (reference "Formulas").
+    :func:`gavil.domain.winogavil.rank_by_score` keeps candidate order on ties (reference "Formulas").
 
     Returns:
         (per instance: the K chosen candidate positions in rank order, all N similarities).
@@ -158,7 +158,7 @@ def predict(
             idx = np.array([[index[c] for c in candidates[i]] for i in part])
             q = qmat[[qindex[queries[i]] for i in part]]
             sims = np.einsum("mnd,md->mn", mat[idx], q)
-            order = np.argsort(-sims, axis=1, kind="stable")
+            order = rank_by_score(sims)
             for j, i in enumerate(part):
                 picks[i] = order[j, : ks[i]].tolist()
                 sims_out[i] = sims[j].astype(float).tolist()

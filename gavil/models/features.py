@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gavil.domain.winogavil import prompt_for_cue
+from gavil.domain.winogavil import jaccard_from_overlap, prompt_for_cue, top_k_mask
 from gavil.models.embeddings import Cache
 from gavil.models.loading import LoadedModel
 
@@ -85,15 +85,13 @@ def topk_credit(scores: np.ndarray, label: np.ndarray, k: np.ndarray, exact: boo
     """Per instance: Jaccard (or exact match, 0/1) of the top-K candidates by score vs the associations.
 
     Args:
-        scores: (n, width) floats, -inf on padding; ties keep candidate order (stable sort).
+        scores: (n, width) floats, -inf on padding; the top K by :func:`gavil.domain.winogavil.top_k_mask`
+            (ties keep candidate order).
         label: (n, width) bool associations. k: (n,) K per instance.
     """
-    order = np.argsort(-scores, axis=1, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(scores.shape[1])[None, :].repeat(len(scores), 0), axis=1)
-    picked = rank < k[:, None]
+    picked = top_k_mask(scores, k)
     hits = (picked & label).sum(axis=1)
-    jac = hits / (2 * k - hits)
+    jac = jaccard_from_overlap(hits, k)
     return (hits == k).astype(float) if exact else jac
 
 
@@ -131,11 +129,3 @@ def pca_kl(x: np.ndarray, label: np.ndarray, bins: int) -> float:
     centred = x - x.mean(axis=0)
     _, _, vt = np.linalg.svd(centred[:: max(1, len(centred) // 20000)], full_matrices=False)
     return histogram_kl(centred @ vt[0], label, bins)
-
-
-def chance_jaccard(n: int, k: int) -> float:
-    """Expected Jaccard of a uniformly random K-subset of N against K associations (fraction):
-    sum_i C(K,i) C(N-K,K-i) / C(N,K) * i / (2K - i) (hypergeometric overlap i; as in ``evaluate``)."""
-    from math import comb
-
-    return sum(comb(k, i) * comb(n - k, k - i) / comb(n, k) * i / (2 * k - i) for i in range(k + 1))

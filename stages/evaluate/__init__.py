@@ -6,7 +6,8 @@ instance (game and SWOW baseline): top-K prediction and Jaccard, as in
 :mod:`gavil.models.embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
 candidates (5, 6, 10, 12) and by the groups 5-6 and 10-12, each with a 95 % percentile bootstrap
 CI over instances (``evaluate.bootstrap`` resamples, seeded) and the random-chance Jaccard of the
-same instances (exact expectation for a uniformly random K-subset of N).
+same instances (exact expectation for a uniformly random K-subset of N,
+:func:`gavil.domain.winogavil.random_expected_jaccard`).
 
 Also recomputes the release's own CLIP ViT-B/32 results from its stored predictions
 (``evaluate.release_predictions_dir``) — 41.6 / 53.4 / 74.3 for game 10-12 / game 5-6 / SWOW —
@@ -23,15 +24,13 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from functools import cache
-from math import comb
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
 
-from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard
+from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard, random_expected_jaccard
 from gavil.errors import MissingInput
 from gavil.io import atomic_path
 from gavil.models.embeddings import Cache, score_instances
@@ -66,16 +65,6 @@ RELEASE_FILES = {
 #: The release's published means x100 for its stored predictions (reference).
 RELEASE_EXPECTED = {"game 10&12": 41.6, "game 5&6": 53.4, "swow_baseline 5&6": 74.3}
 TABLE4_COLUMNS = [("game", "10&12"), ("game", "5&6"), ("swow_baseline", "5&6")]
-
-
-@cache
-def random_jaccard(n: int, k: int) -> float:
-    """Expected Jaccard of a uniformly random K-subset of N against K associations (fraction).
-
-    E[J] = sum_i C(K,i) C(N-K,K-i) / C(N,K) * i / (2K - i)  (hypergeometric overlap i).
-    """
-    total = comb(n, k)
-    return sum(comb(k, i) * comb(n - k, k - i) / total * i / (2 * k - i) for i in range(0, k + 1))
 
 
 def benchmark_instances(selection: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +114,7 @@ def release_predictions(folder: Path | None) -> pd.DataFrame:
                         "predictions": pred,
                         "jaccard": jaccard(pred, assoc),
                         "score_fool_the_ai": fool_the_ai_score(pred, assoc),
-                        "random_jaccard": random_jaccard(len(cands), len(assoc)),
+                        "random_jaccard": random_expected_jaccard(len(cands), len(assoc)),
                     }
                 )
     return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
@@ -288,7 +277,7 @@ def run(params: Params) -> Metrics:
     cache = Cache([str(catalog.path("embeddings"))], str(catalog.path("eval_embeddings", "write")))
     frames, status = [], {}
     rand = np.array(
-        [random_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
+        [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
     )
     for spec in specs:
         try:

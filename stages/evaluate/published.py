@@ -10,7 +10,7 @@
   with ``sklearn.metrics.jaccard_score`` on the candidates' 0/1 vectors (DataComp
   ``eval_utils/wino_eval.py``).
 - **Random chance**: (1) exact expectation of the Jaccard of a uniformly random K-subset of N
-  (hypergeometric, :func:`stages.evaluate.random_jaccard`), averaged over the same instances;
+  (hypergeometric, :func:`gavil.domain.winogavil.random_expected_jaccard`), averaged over the same instances;
   (2) DataComp's 0.205 (figure quoted in the project's issue for DataComp's WinoGAViL task; its
   derivation is not published with the code); (3) the paper's 38 / 34 / 24 / 17 % for N = 5 / 6 / 10 / 12
   (§2; :data:`gavil.domain.winogavil.RANDOM_EXPECTED_JACCARD_PERCENT`).
@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gavil.domain.winogavil import RANDOM_EXPECTED_JACCARD_PERCENT
+from gavil.domain.winogavil import top_k_positions as stable_top_k
 
 TieBreak = Literal["stable", "datacomp"]
 
@@ -59,8 +60,9 @@ RANDOM_CHANCE: dict[str, Any] = {
 def top_k_positions(sims: Sequence[float], k: int, tie_break: TieBreak = "stable") -> list[int]:
     """Positions of the K most similar candidates.
 
-    ``stable``: descending, ties in candidate order. ``datacomp``: ``np.argsort(s)[-k:]`` exactly
-    (ascending quicksort, last K), so on ties it may pick a later candidate than ``stable``.
+    ``stable``: descending, ties in candidate order (:func:`gavil.domain.winogavil.top_k_positions`).
+    ``datacomp``: ``np.argsort(s)[-k:]`` exactly (ascending quicksort, last K), so on ties it may pick
+    a later candidate than ``stable``.
 
     Raises:
         ValueError: k outside 1..len(sims) or an unknown tie_break.
@@ -69,7 +71,7 @@ def top_k_positions(sims: Sequence[float], k: int, tie_break: TieBreak = "stable
     if not 1 <= k <= len(s):
         raise ValueError(f"k={k} outside 1..{len(s)}")
     if tie_break == "stable":
-        return np.argsort(-s, kind="stable")[:k].tolist()
+        return stable_top_k(s, k)
     if tie_break == "datacomp":
         return np.argsort(s)[-k:].tolist()
     raise ValueError(f"tie_break must be 'stable' or 'datacomp', not {tie_break!r}")

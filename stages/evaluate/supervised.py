@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gavil.domain.winogavil import candidate_group, jaccard
+from gavil.domain.winogavil import candidate_group, jaccard, top_k
 
 
 def cue_image_pairs(instances: pd.DataFrame, drop_images: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -107,8 +107,7 @@ def _train(
 
 
 def _top_k_jaccard(cands: list[str], assoc: list[str], s: np.ndarray) -> float:
-    pick = np.argsort(-s, kind="stable")[: len(assoc)]
-    return jaccard([cands[i] for i in pick], assoc)
+    return jaccard(top_k(cands, s, len(assoc)), assoc)
 
 
 def run_supervised(
