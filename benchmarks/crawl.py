@@ -54,7 +54,7 @@ def _serve(port_q: mp.Queue, n: int) -> None:
         disable_nagle_algorithm = True  # TCP_NODELAY, as nginx and other servers set it: without it every
         # keep-alive response (headers, then body: two writes) waits ~40 ms for a delayed ACK (Nagle)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path, _, query = self.path.partition("?")
             if path == "/images/async":
                 q = query.split("q=", 1)[1].split("&", 1)[0]

@@ -281,7 +281,7 @@ def serve_calls() -> None:
         try:
             module, _, name = func.partition(":")
             out: dict[str, Any] = {"ok": True, "value": getattr(importlib.import_module(module), name)(*args)}
-        except BaseException as e:  # noqa: BLE001 - everything goes back to the task
+        except BaseException as e:  # everything goes back to the task
             out = {"ok": False, "error": _picklable(e), "traceback": traceback.format_exc()}
         try:
             data = pickle.dumps(out)

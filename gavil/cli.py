@@ -138,7 +138,7 @@ def query(
         with_pd_options(df, max_rows)
 
 
-def with_pd_options(df, max_rows: int) -> None:  # noqa: ANN001
+def with_pd_options(df, max_rows: int) -> None:
     import pandas as pd
 
     with pd.option_context(

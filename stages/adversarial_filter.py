@@ -72,7 +72,7 @@ class Member:
     concepts: np.ndarray  # (concepts, d)
 
 
-def _scorer(kind: str, members: list[Member], x_train: np.ndarray, y: np.ndarray, p: AdversarialFilterParams, it: int):  # noqa: ANN202
+def _scorer(kind: str, members: list[Member], x_train: np.ndarray, y: np.ndarray, p: AdversarialFilterParams, it: int):
     """Fit one model on pair features; returns score(inst_idx, concept_idx arrays) -> scores."""
     if kind == "mlp":
         from sklearn.neural_network import MLPClassifier

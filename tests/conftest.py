@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "test-key-not-secret")
 
 # Tests import open_clip/torchvision directly: make that safe on the CPU torch build first.
-from gavil.models.torchvision_compat import ensure_torchvision  # noqa: E402
+from gavil.models.torchvision_compat import ensure_torchvision
 
 ensure_torchvision()
 
@@ -40,7 +40,7 @@ def ocr_reader():
 class _Handler(BaseHTTPRequestHandler):
     routes: dict[str, Callable[[BaseHTTPRequestHandler], None]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         fn = self.routes.get(path)
         if fn is None:

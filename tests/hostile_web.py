@@ -232,7 +232,7 @@ class HostileWeb:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path, _, query = self.path.partition("?")
                 with web.lock:
                     web.hits.setdefault(path, []).append((time.monotonic(), query, dict(self.headers)))

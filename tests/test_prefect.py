@@ -65,7 +65,7 @@ def _runs(api: str, deployment: str) -> list[dict]:
     return _api(api, "/flow_runs/filter", {"deployments": {"id": {"any_": [deps[deployment]]}}})
 
 
-def _wait_for(what: str, seconds: float, probe) -> Any:  # noqa: ANN001
+def _wait_for(what: str, seconds: float, probe) -> Any:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if found := probe():

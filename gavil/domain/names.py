@@ -65,7 +65,7 @@ _NEUTRAL_SCRIPTS = frozenset({"COMMON", "INHERITED"})
 _DEFAULT_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")
 
 
-class NameError_(ValueError):  # noqa: N801 (NameError is a builtin)
+class NameError_(ValueError):  # NameError is a builtin
     """A name breaks the policy; the message is the reason (written to rejects, shown to players)."""
 
 

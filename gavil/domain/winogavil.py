@@ -16,7 +16,7 @@ from statistics import fmean, pstdev
 
 import numpy as np
 
-from gavil.domain.vocabulary import CANDIDATE_SIZES, K_LIMITS  # noqa: F401  (re-exported: the semantics use them)
+from gavil.domain.vocabulary import CANDIDATE_SIZES, K_LIMITS
 
 #: Random expected Jaccard x100 for N = 5, 6, 10, 12 (paper §2).
 RANDOM_EXPECTED_JACCARD_PERCENT: dict[int, int] = {5: 38, 6: 34, 10: 24, 12: 17}

@@ -173,7 +173,7 @@ class RivalWorker:
             names = None if pos is None else [cands[i] for i in pos]
             preds = None if names is None else json.dumps(names, ensure_ascii=False)
             fool, state = self.rival.score(names, assoc), "done"
-        except Exception as e:  # noqa: BLE001 - the queue outlives any one row
+        except Exception as e:  # the queue outlives any one row
             print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
         with transaction(con) as db:
             db.execute(

@@ -95,7 +95,7 @@ def topk_credit(scores: np.ndarray, label: np.ndarray, k: np.ndarray, exact: boo
     return (hits == k).astype(float) if exact else jac
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int):  # noqa: ANN201
+def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int):
     """scikit-learn ``LogisticRegression`` (lbfgs, C=1) fitted on ``x, y`` with one BLAS thread;
     convergence warnings muted."""
     from sklearn.exceptions import ConvergenceWarning

@@ -162,7 +162,7 @@ def release_free_memory() -> None:
             pass
 
 
-def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int = 2):  # noqa: ANN201
+def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int = 2):
     """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks ahead on
     ``workers`` threads (0 = inline), so image decoding overlaps the model's forward pass.
 
@@ -297,7 +297,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     if opt.loader_workers > 0:
         limit_malloc_arenas()
 
-    def load_batch(chunk: Sequence[str]):  # noqa: ANN202
+    def load_batch(chunk: Sequence[str]):
         from PIL import Image
 
         tensors = []

@@ -206,7 +206,7 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     if not p.is_file():
         raise ParamsError(f"{p} is not a file: run from the project root (where dvc.yaml is), or pass --params")
     try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
     except UnicodeDecodeError as e:
         raise ParamsError(
             f"{p}: not UTF-8 (byte 0x{e.object[e.start]:02x} at offset {e.start}): save it as UTF-8"

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES, CrawlSource
-from gavil.params.base import (  # noqa: F401
+from gavil.params.base import (
     Device,
     Fraction,
     NonNegInt,

@@ -415,7 +415,7 @@ class Client:
             raise FetchFailed("invalid_image", too_large)
         h = hashlib.sha256()
         chunks: list[bytes] = []
-        f = open(sink, "wb") if sink is not None else None  # noqa: SIM115 - closed below
+        f = open(sink, "wb") if sink is not None else None  # closed below
         try:
             while True:
                 if w.over():

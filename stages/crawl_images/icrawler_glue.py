@@ -73,7 +73,7 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                     continue
                 try:
                     self._search(page)
-                except Exception as e:  # noqa: BLE001 - one bad page must not kill the thread
+                except Exception as e:  # one bad page must not kill the thread
                     self._on_search(page, error=f"search page: {type(e).__name__}", transient=True)
                 finally:
                     self.in_queue.task_done()
@@ -109,7 +109,7 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                     continue
                 try:
                     self.fetcher.download(task["file_url"])
-                except Exception as e:  # noqa: BLE001 - one bad URL must not kill the thread
+                except Exception as e:  # one bad URL must not kill the thread
                     self.fetcher.record(task["file_url"], "download_failed", f"{type(e).__name__}", transient=True)
                 finally:
                     self._on_done()

@@ -61,7 +61,7 @@ def _page_url(source: str, template: str, concept: str) -> str:
     req = PreparedRequest()
     try:
         req.prepare_url(url, None)
-    except Exception:  # noqa: BLE001 - a malformed endpoint: kept as written, the guard refuses it
+    except Exception:  # a malformed endpoint: kept as written, the guard refuses it
         return redact(url)
     return redact(str(req.url))
 

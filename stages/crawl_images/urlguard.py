@@ -355,7 +355,7 @@ class Resolver:
         def ask() -> None:
             try:
                 out.append(socket.getaddrinfo(key, None, type=socket.SOCK_STREAM))
-            except Exception as e:  # noqa: BLE001 - handed to the caller
+            except Exception as e:  # handed to the caller
                 out.append(e)
 
         t = threading.Thread(target=ask, name="crawl-dns", daemon=True)

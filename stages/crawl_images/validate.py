@@ -229,7 +229,7 @@ def _identify(path: Path) -> str | None:
     try:
         with Image.open(path) as im:
             return im.format
-    except Exception:  # noqa: BLE001 - any failure means "not an image Pillow knows"
+    except Exception:  # any failure means "not an image Pillow knows"
         return None
 
 
