@@ -18,8 +18,10 @@ import pytest
 from gavil.domain.vocabulary import K_LIMITS
 from gavil.domain.winogavil import (
     RANDOM_EXPECTED_JACCARD_PERCENT,
+    cue_key,
     jaccard,
     jaccard_from_overlap,
+    prompt_for_cue,
     random_expected_jaccard,
     rank_by_score,
     top_k,
@@ -159,6 +161,16 @@ def test_top_k_ties_keep_candidate_order():
         top_k_positions([0.1, 0.2], 3)
     with pytest.raises(ValueError):
         top_k_positions([0.1, 0.2], 0)
+
+
+# --- the cue as models read it ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cue", ["Werewolf", "  Egg ", "ÉCLAIR", "hour"])
+def test_the_prompt_and_the_text_models_read_the_same_cue(cue):
+    """Text models embed :func:`cue_key` (the shared cache's key); the rival prompts "A/An " + it."""
+    assert cue_key(cue) == cue.strip().lower()
+    assert prompt_for_cue(cue).split(" ", 1)[1] == cue_key(cue)
 
 
 # --- no copies ---------------------------------------------------------------------------------

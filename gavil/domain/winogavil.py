@@ -40,6 +40,15 @@ def jaccard(a: Sequence[str], b: Sequence[str]) -> float:
     return len(sa & sb) / len(union) if union else 0.0
 
 
+def cue_key(cue: str) -> str:
+    """The cue as models read it: surrounding white space trimmed, lower-cased (``str.lower``).
+
+    What a text model embeds for the cue (and the embedding cache's key for it), and what the
+    rival's prompt is built on (:func:`prompt_for_cue`; reference "Formulas": "lower-case the cue").
+    """
+    return cue.strip().lower()
+
+
 def prompt_for_cue(cue: str) -> str:
     """The rival model's text prompt "A/An [cue]" (paper §2.1).
 
@@ -49,7 +58,7 @@ def prompt_for_cue(cue: str) -> str:
     Raises:
         ValueError: for an empty cue.
     """
-    c = cue.strip().lower()
+    c = cue_key(cue)
     if not c:
         raise ValueError("cue is empty")
     return ("An " if c[0] in _VOWELS else "A ") + c

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from gavil.domain.winogavil import fool_the_ai_score, jaccard, prompt_for_cue, rank_by_score
+from gavil.domain.winogavil import cue_key, fool_the_ai_score, jaccard, prompt_for_cue, rank_by_score
 from gavil.io import write_parquet
 from gavil.models.loading import LoadedModel
 from schemas.embeddings import EmbeddingCache
@@ -215,11 +215,11 @@ def score_instances(
     if scorable:
         if is_text:
             words = {c: c for r in scorable for c in r["candidates"]}
-            queries = {r["cue"].strip().lower(): r["cue"].strip().lower() for r in scorable}
+            queries = {cue_key(r["cue"]): cue_key(r["cue"]) for r in scorable}
             both = cache.ensure(model.cache_key("text"), {**words, **queries}, model.embed_texts)
             cand_vecs, query_vecs = both, both
             cand_keys = [r["candidates"] for r in scorable]
-            qkeys = [r["cue"].strip().lower() for r in scorable]
+            qkeys = [cue_key(r["cue"]) for r in scorable]
         else:
             assert model.embed_images is not None
             shas = {images[c][0]: images[c][1] for r in scorable for c in r["candidates"]}

@@ -14,14 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gavil.domain.winogavil import jaccard_from_overlap, prompt_for_cue, top_k_mask
+from gavil.domain.winogavil import cue_key, jaccard_from_overlap, prompt_for_cue, top_k_mask
 from gavil.models.embeddings import Cache
 from gavil.models.loading import LoadedModel
-
-
-def cue_key(cue: str) -> str:
-    """The text a cue is embedded as (text models: the word, lower-case)."""
-    return cue.strip().lower()
 
 
 def embed(
