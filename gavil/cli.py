@@ -229,6 +229,25 @@ def dvc_yaml_cmd(write: bool = False, check: bool = False) -> None:
         typer.echo(text, nl=False)
 
 
+@app.command("docs")
+def docs_cmd(
+    write: Annotated[bool, typer.Option("--write", help="rewrite the generated blocks of docs/")] = False,
+    check: Annotated[bool, typer.Option("--check", help="exit 1 if a generated block is out of date")] = False,
+) -> None:
+    """The generated parts of docs/ (pipeline diagram, table catalog, params reference): --check or --write."""
+    from gavil.docs import stale
+    from gavil.docs import write as write_docs
+
+    if write:
+        changed = write_docs(Path("."))
+        typer.echo(f"wrote {', '.join(changed)}" if changed else "docs/ is up to date")
+        return
+    old = stale(Path("."))
+    typer.echo(f"out of date: {', '.join(old)}: run `gavil docs --write`" if old else "docs/ is up to date")
+    if check or old:
+        raise typer.Exit(1 if old else 0)
+
+
 CONSTRAINTS_HEADER = """\
 # Exact versions of everything winogavil-pipeline needs (with its test and dask extras), as installed
 # and tested. The README's set-up commands install with it: pip install -c constraints.txt -e ".[test]"

@@ -1,8 +1,8 @@
-"""Every query the README shows runs, as written, on a built mini project.
+"""Every query the README and the docs show runs, as written, on a built mini project.
 
-The README's `gavil query "..."` commands (its "Querying with DuckDB" section and any other
-place) are taken from the README text itself and run verbatim (`shlex`), so a renamed column or
-table fails here instead of in a reader's terminal.
+The `gavil query "..."` commands of README.md (its five-minute tour) and of every page under
+docs/ (e.g. docs/tables.md, "Tables and querying") are taken from the text itself and run
+verbatim (`shlex`), so a renamed column or table fails here instead of in a reader's terminal.
 """
 
 from __future__ import annotations
@@ -22,27 +22,30 @@ from gavil.pipeline.registry import STAGES
 from tests.helpers import FAST_AFLITE, ROOT, mini_project
 
 README = (ROOT / "README.md").read_text()
+DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))}
 QUERY = re.compile(r"""gavil query (?:"[^"]*"|'[^']*')(?: --format \w+)?""")
 #: queries whose result may be empty on the mini project (none today)
 MAY_BE_EMPTY: set[str] = set()
 
 
-def _section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else None]
+def _queries(text: str) -> list[str]:
+    """Every `gavil query "SQL"` command line in ``text`` (the placeholder `"SQL"` left out)."""
+    return [q for q in dict.fromkeys(QUERY.findall(text)) if shlex.split(q)[2] != "SQL"]
 
 
 def readme_queries() -> list[str]:
-    """Every `gavil query "SQL"` command line in the README (the placeholder `"SQL"` left out)."""
-    return [q for q in dict.fromkeys(QUERY.findall(README)) if shlex.split(q)[2] != "SQL"]
+    """Every query of README.md and of the docs pages, once each."""
+    return list(dict.fromkeys(q for text in [README, *DOCS.values()] for q in _queries(text)))
 
 
-def test_the_duckdb_section_shows_queries_and_the_extraction_finds_them():
-    section = _section("Querying with DuckDB")
-    in_blocks = QUERY.findall(section)
-    assert len([q for q in in_blocks if shlex.split(q)[2] != "SQL"]) >= 4, in_blocks
-    assert set(in_blocks) - {'gavil query "SQL"'} <= set(readme_queries())
+def test_the_tour_and_the_query_page_show_queries_and_the_extraction_finds_them():
+    assert len(_queries(README)) >= 2, "the README's tour shows `gavil query` examples"
+    page = DOCS["docs/tables.md"]
+    assert len(_queries(page)) >= 4, QUERY.findall(page)
+    assert set(_queries(README)) | set(_queries(page)) <= set(readme_queries())
+    # the extraction sees every `gavil query "` the texts show (a quoting it cannot read would hide one)
+    for text in [README, *DOCS.values()]:
+        assert len(QUERY.findall(text)) == text.count('gavil query "') + text.count("gavil query '")
 
 
 @pytest.fixture(scope="module")
