@@ -322,14 +322,14 @@ def run(params: Params) -> Metrics:
             p,
             log=lambda s: print(s, file=sys.stderr),
         )
-        for i, a in zip(sel, done):
+        for i, a in zip(map(int, sel), done):
             final[i] = [universe[j] for j in a]
         for r in reps:
             r["removed"], r["added"] = universe[r["removed"]], universe[r["added"]]
     n_reps = pd.Series([r["instance_id"] for r in reps], dtype=str).value_counts()
     no_member = "no member available: " + "; ".join(f"{k}: {v}" for k, v in status.items())
     rows = []
-    for i, rec in sw.iterrows():
+    for i, (_, rec) in enumerate(sw.iterrows()):  # i: the row's position (sw's index was reset)
         rng = np.random.default_rng([p.seed, int(i), 1])
         cands = list(rec["associations"]) + final[i]
         rows.append(

@@ -43,7 +43,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -71,6 +71,14 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 #: One OCR detection: (text, confidence in [0, 1]).
 Detection = tuple[str, float]
+
+
+class _ImageRow(Protocol):
+    """A row of ``images`` as :meth:`pandas.DataFrame.itertuples` yields it (the fields read here)."""
+
+    concept: str
+    status: str
+    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -333,7 +341,8 @@ def decide(
                 st["winner"] = (cand, d)
         pending = nxt
     rows = []
-    for rec in images.itertuples(index=False):
+    # cast: pandas-stubs cannot know the columns of ``images``; _ImageRow names those read here
+    for rec in cast("Iterator[_ImageRow]", images.itertuples(index=False)):
         base = {"concept": rec.concept}
         if rec.status != "ok":
             rows.append(
@@ -487,7 +496,7 @@ def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
     return {
         "images_read": read_total,
         "fell_through": int(((df["status"] == "accepted") & (df["rank"] > 1)).sum()),
-        "by_status": df["status"].value_counts().sort_index().to_dict(),
+        "by_status": cast(dict[str, int], df["status"].value_counts().sort_index().to_dict()),  # str labels
     }
 
 
