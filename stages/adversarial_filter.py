@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -116,7 +117,7 @@ def adversarial_filter(
     pools: list[np.ndarray],
     members: list[Member],
     p: AdversarialFilterParams,
-    log: Any = None,
+    log: Callable[[str], None] | None = None,
 ) -> tuple[list[np.ndarray], list[dict[str, Any]], list[dict[str, Any]]]:
     """SWAG AF over instances (see the module docstring). Concepts are integer indices into each
     member's ``concepts`` rows; ``pools[i]`` must exclude instance i's positives.

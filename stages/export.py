@@ -77,7 +77,7 @@ def to_release_csv(bench: pd.DataFrame) -> str:
     return csv_text(out, lineterminator="\n")
 
 
-def release_cell(value: Any) -> str:
+def release_cell(value: object) -> str:
     """A cell as the release's split files write it: lists as JSON, whole numbers without a
     fraction (``1``, ``0``, ``98``), other floats by Python repr (``0.833333333``), null empty."""
     if isinstance(value, list):

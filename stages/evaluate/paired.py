@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import combinations
 from math import comb
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 import numpy as np
@@ -271,7 +272,7 @@ def summary(paired: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     return out
 
 
-def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+def release_game_predictions(folder: Path | None, files: Sequence[str]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """The release's game rows with their stored top-K lists (``clip_vit_32_predictions``); none
     when ``folder`` is None.
 
@@ -279,10 +280,10 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
         (instances: instance_id, cue, candidates, associations; instance_id -> predicted list).
     """
     import json
-    from pathlib import Path
 
     frames = []
     for name in files if folder is not None else ():
+        assert folder is not None  # for mypy: the loop runs only with a folder
         d = pd.read_csv(Path(folder) / name)
         frames.append(
             pd.DataFrame(
@@ -301,7 +302,7 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
     return df.drop(columns="predictions"), dict(zip(df["instance_id"], df["predictions"]))
 
 
-def run(inst: pd.DataFrame, pred: pd.DataFrame, release_dir: Any, n_boot: int, seed: int) -> dict[str, Any]:
+def run(inst: pd.DataFrame, pred: pd.DataFrame, release_dir: Path | None, n_boot: int, seed: int) -> dict[str, Any]:
     """Write the ``paired_evaluation`` table (models' paired scores and the release's "both cues
     solved"); returns the metrics: pair counts per dataset and :func:`summary`."""
     from gavil.pipeline import catalog

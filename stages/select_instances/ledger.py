@@ -77,7 +77,7 @@ def led_records(ledger: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
     return {r["instance_uid"]: r for r in records}
 
 
-def is_null(v: Any) -> bool:
+def is_null(v: object) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 
