@@ -43,7 +43,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -71,14 +71,6 @@ _TOKEN = re.compile(r"[a-z0-9]+")
 
 #: One OCR detection: (text, confidence in [0, 1]).
 Detection = tuple[str, float]
-
-
-class _ImageRow(Protocol):
-    """A row of ``images`` as :meth:`pandas.DataFrame.itertuples` yields it (the fields read here)."""
-
-    concept: str
-    status: str
-    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -341,8 +333,7 @@ def decide(
                 st["winner"] = (cand, d)
         pending = nxt
     rows = []
-    # cast: pandas-stubs cannot know the columns of ``images``; _ImageRow names those read here
-    for rec in cast("Iterator[_ImageRow]", images.itertuples(index=False)):
+    for rec in images.itertuples(index=False):
         base = {"concept": rec.concept}
         if rec.status != "ok":
             rows.append(
@@ -354,7 +345,7 @@ def decide(
                 }
             )
             continue
-        st = state[rec.concept]
+        st = state[cast(str, rec.concept)]  # pandas-stubs: a field is any scalar; concept is str
         cand, d = cast(tuple[Any, Any], st["winner"] or st["last"] or (None, None))
         if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
             rows.append({**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0})
