@@ -144,8 +144,9 @@ def dataset_table(bench: pd.DataFrame, images: dict[str, tuple[str, str]], embed
             blobs[concept] = Path(path).read_bytes()
         return {"bytes": blobs[concept], "path": f"{concept}{Path(path).suffix}"}
 
-    # cast: pandas-stubs' assign() takes sequences of scalars only; a column of lists of dicts is valid pandas
-    return out.assign(candidate_images=cast("list[Any]", [[cell(c) for c in cands] for cands in out["candidates"]]))
+    # list[Any]: pandas-stubs' assign() takes sequences of scalars; a column of lists of dicts is valid pandas
+    cells: list[Any] = [[cell(c) for c in cands] for cands in out["candidates"]]
+    return out.assign(candidate_images=cells)
 
 
 def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFrame, int]:
