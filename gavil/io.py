@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
@@ -91,7 +91,10 @@ def read_parquet(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFra
     return validate(df, model)
 
 
-def partitions(items: list[Any], size: int) -> list[list[Any]]:
+T = TypeVar("T")
+
+
+def partitions(items: list[T], size: int) -> list[list[T]]:
     """``items`` in consecutive chunks of ``size`` (at least 1); ``[[]]`` when empty, so a
     partitioned stage always has one partition and its reduce still runs."""
     size = max(1, int(size))

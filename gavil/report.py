@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, cast
 
 import pandas as pd
 
@@ -24,6 +26,19 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.inst{border
 .cands{display:flex;flex-wrap:wrap;gap:.4rem}.cand{width:110px;text-align:center;font-size:.8rem}
 .cand img,.cand .none{width:104px;height:104px;object-fit:cover;border:3px solid transparent;background:#eee;display:block}
 .cand.assoc img,.cand.assoc .none{border-color:#c0392b}.none{line-height:104px;color:#999}img.plot{max-width:540px;margin-right:1rem}"""
+
+
+class _SelectedRow(Protocol):
+    """A :class:`schemas.selection.Selection` row as ``itertuples`` yields it (the fields shown)."""
+
+    cue: str
+    dataset: str
+    ID: object
+    candidates: list[str]
+    associations: list[str]
+    num_candidates: int
+    num_associations: int
+    solvers_jaccard_mean: float
 
 
 def _table(df: pd.DataFrame) -> str:
@@ -53,7 +68,8 @@ def gallery(selection: pd.DataFrame, images: dict[str, str], n: int = 6) -> str:
     sel["with_images"] = sel["candidates"].map(lambda cs: sum(c in images for c in cs) / len(cs))
     sel = sel.sort_values(["with_images", "ID"], ascending=[False, True], kind="stable").head(n)
     out = []
-    for r in sel.itertuples(index=False):
+    # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
+    for r in cast("Iterator[_SelectedRow]", sel.itertuples(index=False)):
         cells = []
         for c in r.candidates:
             cls = "cand assoc" if c in r.associations else "cand"

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -117,7 +118,7 @@ def adversarial_filter(
     pools: list[np.ndarray],
     members: list[Member],
     p: AdversarialFilterParams,
-    log: Any = None,
+    log: Callable[[str], None] | None = None,
 ) -> tuple[list[np.ndarray], list[dict[str, Any]], list[dict[str, Any]]]:
     """SWAG AF over instances (see the module docstring). Concepts are integer indices into each
     member's ``concepts`` rows; ``pools[i]`` must exclude instance i's positives.
@@ -325,14 +326,14 @@ def run(params: Params) -> Metrics:
             p,
             log=lambda s: print(s, file=sys.stderr),
         )
-        for i, a in zip(sel, done):
+        for i, a in zip(map(int, sel), done):
             final[i] = [universe[j] for j in a]
         for r in reps:
             r["removed"], r["added"] = universe[r["removed"]], universe[r["added"]]
     n_reps = pd.Series([r["instance_id"] for r in reps], dtype=str).value_counts()
     no_member = "no member available: " + "; ".join(f"{k}: {v}" for k, v in status.items())
     rows = []
-    for i, rec in sw.iterrows():
+    for i, (_, rec) in enumerate(sw.iterrows()):  # i: the row's position (sw's index was reset)
         rng = np.random.default_rng([p.seed, int(i), 1])
         cands = list(rec["associations"]) + final[i]
         rows.append(

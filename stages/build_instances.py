@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -133,7 +133,8 @@ def swow_instances(
         full = len(assoc_of.get(cue, [])) >= max_associations
         if not full or rank < last_rank[cue]:  # it would have been an association
             dropped_of.setdefault(cue, []).append(f"{resp}: {fate[resp][2]}")
-    responses_of = e.groupby("cue", sort=False)["response"].agg(list).to_dict()
+    # cast: pandas-stubs types to_dict() keys as Hashable; these are the cue column's str values
+    responses_of = cast(dict[str, list[str]], e.groupby("cue", sort=False)["response"].agg(list).to_dict())
     rows = []
     for cue in sorted(responses_of):
         base = {
@@ -256,10 +257,11 @@ def run(params: Params) -> Metrics:
     catalog.write_table(sets_df, "candidate_sets")
     catalog.write_table(swow, "swow_instances")
     catalog.write_table(words, "concreteness")
+    # casts: pandas-stubs types to_dict() keys as Hashable; here they are the counted columns' values
     return {
         "pool": len(pool),
-        "candidate_sets": sets_df["num_candidates"].value_counts().sort_index().to_dict(),
+        "candidate_sets": cast(dict[int, int], sets_df["num_candidates"].value_counts().sort_index().to_dict()),
         "candidate_sets_skipped_sizes": [n for n in sets if n > len(pool) and sets[n] > 0],
-        "swow_instances": swow["status"].value_counts().sort_index().to_dict(),
-        "concreteness": words["status"].value_counts().sort_index().to_dict(),
+        "swow_instances": cast(dict[str, int], swow["status"].value_counts().sort_index().to_dict()),
+        "concreteness": cast(dict[str, int], words["status"].value_counts().sort_index().to_dict()),
     }

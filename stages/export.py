@@ -24,8 +24,9 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -76,7 +77,7 @@ def to_release_csv(bench: pd.DataFrame) -> str:
     return csv_text(out, lineterminator="\n")
 
 
-def release_cell(value: Any) -> str:
+def release_cell(value: object) -> str:
     """A cell as the release's split files write it: lists as JSON, whole numbers without a
     fraction (``1``, ``0``, ``98``), other floats by Python repr (``0.833333333``), null empty."""
     if isinstance(value, list):
@@ -143,7 +144,9 @@ def dataset_table(bench: pd.DataFrame, images: dict[str, tuple[str, str]], embed
             blobs[concept] = Path(path).read_bytes()
         return {"bytes": blobs[concept], "path": f"{concept}{Path(path).suffix}"}
 
-    return out.assign(candidate_images=[[cell(c) for c in cands] for cands in out["candidates"]])
+    # list[Any]: pandas-stubs' assign() takes sequences of scalars; a column of lists of dicts is valid pandas
+    cells: list[Any] = [[cell(c) for c in cands] for cands in out["candidates"]]
+    return out.assign(candidate_images=cells)
 
 
 def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFrame, int]:
@@ -188,7 +191,8 @@ def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame,
     score = params.score
     n_images = len({c for cands in ds["candidates"] for c in cands})
     rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
-    fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in counts.items())
+    pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
+    fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in pairs)
     stored = (
         "embedded in `test.parquet` (each image file's bytes; `path` is its file name)"
         if params.export.copy_images
@@ -282,7 +286,7 @@ def run(params: Params) -> Metrics:
         tmp.write_text(dataset_card(bench, ds, selection, params, num_bytes))
     metrics: Metrics = {
         "instances": len(bench),
-        "by_num_candidates": bench["num_candidates"].value_counts().sort_index().to_dict(),
+        "by_num_candidates": cast(dict[int, int], bench["num_candidates"].value_counts().sort_index().to_dict()),
         "split_files": split_counts,
         "candidates_with_image": sum(1 for cands in bench["candidates"] for c in cands if c in images),
         "candidates_total": int(bench["num_candidates"].sum()),

@@ -345,7 +345,7 @@ def decide(
                 }
             )
             continue
-        st = state[rec.concept]
+        st = state[cast(str, rec.concept)]  # pandas-stubs: a field is any scalar; concept is str
         cand, d = cast(tuple[Any, Any], st["winner"] or st["last"] or (None, None))
         if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
             rows.append({**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0})
@@ -487,7 +487,7 @@ def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
     return {
         "images_read": read_total,
         "fell_through": int(((df["status"] == "accepted") & (df["rank"] > 1)).sum()),
-        "by_status": df["status"].value_counts().sort_index().to_dict(),
+        "by_status": cast(dict[str, int], df["status"].value_counts().sort_index().to_dict()),  # str labels
     }
 
 

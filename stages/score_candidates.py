@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import pandas as pd
 
@@ -164,7 +164,7 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
         "model": p.model,
         "pretrained": label,
         "instances": len(df),
-        "by_status": df["status"].value_counts().sort_index().to_dict(),
+        "by_status": cast(dict[str, int], df["status"].value_counts().sort_index().to_dict()),  # str labels
         "mean_jaccard_percent": round(100 * float(scored["jaccard"].mean()), 2) if len(scored) else None,
         "mean_fool_the_ai": round(float(scored["score_fool_the_ai"].mean()), 2) if len(scored) else None,
         "embeddings_in_cache": len(cache),

@@ -10,9 +10,9 @@ lookup, a batched dot product and a stable arg-sort (ties keep candidate order).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,15 @@ from gavil.models.loading import LoadedModel
 from schemas.embeddings import EmbeddingCache
 
 Key = tuple[str, str, str]  # (model, weights_id|numerics, kind): LoadedModel.cache_key
+
+
+class _InstanceRow(Protocol):
+    """An ``instances`` row of :func:`predict` as ``itertuples`` yields it (the fields read)."""
+
+    instance_id: str
+    cue: str
+    candidates: Iterable[str]
+    associations: Iterable[str]
 
 
 class Cache:
@@ -49,7 +58,11 @@ class Cache:
                 df = self._read(p)
                 if p == self.write_path:
                     self._own.append(df)
-                for (m, w, k), g in df.groupby(["model", "weights_id", "kind"], sort=False):
+                # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (model, weights_id, kind)
+                groups = cast(
+                    "Iterable[tuple[Key, pd.DataFrame]]", df.groupby(["model", "weights_id", "kind"], sort=False)
+                )
+                for (m, w, k), g in groups:
                     store = self._vec.setdefault((m, w, k), {})
                     for key, blob in zip(g["key"], g["vector"]):
                         store[key] = np.frombuffer(blob, dtype="<f4")
@@ -186,7 +199,8 @@ def score_instances(
         reason, predictions, similarities, jaccard (fraction), score_fool_the_ai (0-100).
     """
     rows: list[dict[str, Any]] = []
-    for rec in instances.itertuples(index=False):
+    # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
+    for rec in cast("Iterator[_InstanceRow]", instances.itertuples(index=False)):
         rows.append(
             {
                 "instance_id": rec.instance_id,

@@ -24,8 +24,9 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -316,7 +317,9 @@ def run(params: Params) -> Metrics:
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
     paired_metrics = paired.run(inst, pred, release_dir, p.bootstrap, p.seed)
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
-    humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in sel.groupby(["dataset", "group"])}
+    # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (dataset, candidate group) pairs
+    groups_of = cast("Iterable[tuple[tuple[str, str], pd.DataFrame]]", sel.groupby(["dataset", "group"]))
+    humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in groups_of}
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
         tmp.write_text(table4_markdown(ev, humans))
     plots(ev, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))

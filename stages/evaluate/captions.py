@@ -16,8 +16,9 @@ with a candidate that has no caption is ``missing_image`` (reason names the cand
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,15 @@ from stages.evaluate.published import TieBreak, datacomp_jaccard, top_k_position
 MODES = {"names": "cue vs names", "captions": "cue vs OFA captions"}
 #: Paper Table 7 (x100, truncated): model id -> game 10&12, game 5&6, SWOW 5&6 with OFA captions.
 PAPER_TABLE7 = {"all-mpnet-base-v2": {"game 10&12": 39, "game 5&6": 52, "swow_baseline 5&6": 72}}
+
+
+class _InstanceRow(Protocol):
+    """A benchmark instance row as ``itertuples`` yields it (the fields read here)."""
+
+    dataset: str
+    instance_id: str
+    num_candidates: int
+    candidates: list[str]
 
 
 def load_captions(path: str | Path) -> dict[str, str]:
@@ -72,7 +82,8 @@ def text_predictions(
     rows: list[dict[str, Any]] = []
     cand_texts: list[list[str]] = []
     todo: list[int] = []
-    for i, r in enumerate(inst.itertuples(index=False)):
+    # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
+    for i, r in enumerate(cast("Iterator[_InstanceRow]", inst.itertuples(index=False))):
         row = {
             "model_name": label,
             "weights_id": model.weights_id if model else "no_weights",

@@ -23,10 +23,11 @@ On the release's ``winogavil_dataset.csv``: 988 candidate sets, 5,404 cue pairs,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import combinations
 from math import comb
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,27 @@ from gavil.domain.winogavil import candidate_group
 SCORES = ("text", "image", "group")
 CHANCE_PERCENT = {"text": 25.0, "image": 25.0, "group": 100 / 6}
 PAIR_KINDS = ("disjoint", "overlapping")
+
+
+class _PairRow(Protocol):
+    """A :func:`find_pairs` row as ``itertuples`` yields it (the fields read here)."""
+
+    id0: str
+    id1: str
+    a0: list[str]
+    a1: list[str]
+
+
+class _PairedRow(Protocol):
+    """A :class:`schemas.evaluate.PairedEvaluation` row as ``itertuples`` yields it."""
+
+    model_name: str
+    dataset: str
+    pair_kind: str
+    cell: str
+    score: str
+    n_pairs: int
+    percent: float
 
 
 def find_pairs(inst: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -169,8 +191,10 @@ def paired_scores(inst: pd.DataFrame, pred: pd.DataFrame, n_boot: int, seed: int
             if keep.empty:
                 continue
             s = np.zeros((len(keep), 4))
-            for r, p in enumerate(keep.itertuples(index=False)):
-                c0, c1 = by_id.at[p.id0, "candidates"], by_id.at[p.id1, "candidates"]
+            # casts: pandas-stubs types itertuples fields and .at cells as scalars; these hold lists
+            for r, p in enumerate(cast("Iterator[_PairRow]", keep.itertuples(index=False))):
+                c0 = cast("list[str]", by_id.at[p.id0, "candidates"])
+                c1 = cast("list[str]", by_id.at[p.id1, "candidates"])
                 s[r] = [
                     set_score(c0, sims[p.id0], p.a0),
                     set_score(c0, sims[p.id0], p.a1),
@@ -242,13 +266,13 @@ def summary(paired: pd.DataFrame) -> dict[str, dict[str, float | None]]:
     and both_solved's 5&6 / 10&12 cells."""
     out: dict[str, dict[str, float | None]] = {}
     keep = paired[(paired["cell"] == "all") | (paired["score"] == "both_solved")]
-    for r in keep.itertuples(index=False):
+    for r in cast("Iterator[_PairedRow]", keep.itertuples(index=False)):  # cast: stubs cannot know the columns
         val = None if pd.isna(r.percent) else round(float(r.percent), 2)
         out.setdefault(str(r.model_name), {})[f"{r.dataset} {r.pair_kind} {r.cell} {r.score} (n={r.n_pairs})"] = val
     return out
 
 
-def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+def release_game_predictions(folder: Path | None, files: Sequence[str]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """The release's game rows with their stored top-K lists (``clip_vit_32_predictions``); none
     when ``folder`` is None.
 
@@ -256,10 +280,10 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
         (instances: instance_id, cue, candidates, associations; instance_id -> predicted list).
     """
     import json
-    from pathlib import Path
 
     frames = []
     for name in files if folder is not None else ():
+        assert folder is not None  # for mypy: the loop runs only with a folder
         d = pd.read_csv(Path(folder) / name)
         frames.append(
             pd.DataFrame(
@@ -278,7 +302,7 @@ def release_game_predictions(folder: Any, files: Sequence[str]) -> tuple[pd.Data
     return df.drop(columns="predictions"), dict(zip(df["instance_id"], df["predictions"]))
 
 
-def run(inst: pd.DataFrame, pred: pd.DataFrame, release_dir: Any, n_boot: int, seed: int) -> dict[str, Any]:
+def run(inst: pd.DataFrame, pred: pd.DataFrame, release_dir: Path | None, n_boot: int, seed: int) -> dict[str, Any]:
     """Write the ``paired_evaluation`` table (models' paired scores and the release's "both cues
     solved"); returns the metrics: pair counts per dataset and :func:`summary`."""
     from gavil.pipeline import catalog

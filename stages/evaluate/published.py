@@ -19,12 +19,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from gavil.domain.winogavil import RANDOM_EXPECTED_JACCARD_PERCENT
 from gavil.domain.winogavil import top_k_positions as stable_top_k
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TieBreak = Literal["stable", "datacomp"]
 
@@ -86,7 +89,7 @@ def datacomp_jaccard(candidates: Sequence[str], associations: Sequence[str], pic
     return float(jaccard_score(y_true, y_pred))
 
 
-def rerank(scored: Any, tie_break: TieBreak) -> Any:
+def rerank(scored: pd.DataFrame, tie_break: TieBreak) -> pd.DataFrame:
     """Re-pick predictions of scored rows (``similarities`` present) with ``tie_break``; Jaccard with
     sklearn for ``datacomp``. ``stable`` returns ``scored`` unchanged (that is how it was scored)."""
     if tie_break == "stable":
@@ -101,7 +104,7 @@ def rerank(scored: Any, tie_break: TieBreak) -> Any:
         picks = top_k_positions(r["similarities"], len(assoc), tie_break)
         pred = [cands[j] for j in picks]
         j = datacomp_jaccard(cands, assoc, picks)
-        out.at[i, "predictions"] = pred
+        out.at[i, "predictions"] = pred  # type: ignore[assignment]  # stubs: a cell is a scalar; this one holds a list
         out.at[i, "jaccard"] = j
         out.at[i, "score_fool_the_ai"] = fool_the_ai_score(pred, assoc)
     return out

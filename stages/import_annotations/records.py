@@ -43,7 +43,7 @@ class RowError(ValueError):
 
 
 # --------------------------------------------------------------------------- cell parsing
-def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
+def parse_list(value: object, column: str, normalize: bool = False) -> list[str]:
     """A JSON list of non-empty strings (cell text or an already-parsed list), stripped.
 
     Each name must pass the word policy (:func:`gavil.domain.names.clean_word` with phrases: letters and
@@ -72,7 +72,7 @@ def parse_list(value: Any, column: str, normalize: bool = False) -> list[str]:
     return names if normalize else value
 
 
-def parse_id(value: Any, column: str) -> str:
+def parse_id(value: object, column: str) -> str:
     """A person's, an instance's or a task's id: a non-empty string, stored in one form: Unicode
     NFC, invisible format characters (zero-width spaces, BOMs: category Cf) removed, trimmed. JSON
     numbers, booleans, lists, objects, null or NaN are refused (``1`` and ``1.0`` would otherwise be

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -126,11 +126,13 @@ def import_all(
         else {}
     )
     accepted = pd.concat([inst["source_file"], sol["source_file"]]).value_counts().to_dict()
+    # cast: pandas-stubs types groupby labels as Hashable; here they are (origin, dataset) pairs
+    by_origin = cast("Iterable[tuple[tuple[str, str], int]]", inst.groupby(["origin", "dataset"]).size().items())
     metrics = {
         "rows_read": state.read,
         "rows_accepted": {f: int(accepted.get(f, 0)) for f in state.read},
         "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
-        "instances": {f"{o}/{d}": int(n) for (o, d), n in inst.groupby(["origin", "dataset"]).size().items()},
+        "instances": {f"{o}/{d}": int(n) for (o, d), n in by_origin},
         "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
         # allowed on purpose (README "Annotations"): the game shows images, not names
         "instances_cue_names_a_candidate": int(

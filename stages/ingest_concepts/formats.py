@@ -122,7 +122,8 @@ def names_of(values: pd.Series, lowercase: bool) -> Names:
         return Names(values, raw, raw_codes, raw, np.arange(len(raw)), raw_codes, False)
     of_raw, stored = pd.factorize(pd.Series(mapped, dtype=object))
     codes = np.where(raw_codes >= 0, of_raw[np.maximum(raw_codes, 0)], -1)
-    out = pd.array(mapped, dtype=values.dtype).take(raw_codes, allow_fill=True)
+    # pandas-stubs' pd.array has no overload for a runtime dtype object (np.dtype | ExtensionDtype)
+    out = pd.array(mapped, dtype=values.dtype).take(raw_codes, allow_fill=True)  # type: ignore[arg-type]
     series = pd.Series(out, index=values.index, name=values.name)
     return Names(series, raw, raw_codes, stored.tolist(), of_raw, codes, True)
 

@@ -161,11 +161,11 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
     r1 = np.bincount(pair[at < len(df)], minlength=len(uniq))  # R1 answers
     n123 = np.bincount(pair_cue, weights=r123, minlength=len(cue.stored))[pair_cue]
     n1 = np.bincount(pair_cue, weights=r1, minlength=len(cue.stored))[pair_cue]
-    text = df["cue"].dtype
+    text = df["cue"].dtype  # pandas-stubs' pd.array has no overload for such a runtime dtype object (ignores below)
     out = pd.DataFrame(
         {
-            "cue": pd.array(cue.stored, dtype=text).take(pair_cue),
-            "response": pd.array(response.stored, dtype=text).take(pair_response),
+            "cue": pd.array(cue.stored, dtype=text).take(pair_cue),  # type: ignore[arg-type]
+            "response": pd.array(response.stored, dtype=text).take(pair_response),  # type: ignore[arg-type]
             "r123_count": pd.array(r123, dtype="Int64"),
             "r1_count": pd.array(r1, dtype="Int64"),
             "r123_strength": r123 / n123,

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -73,10 +73,11 @@ def canonical_order(instances: pd.DataFrame) -> pd.DataFrame:
 
 def led_records(ledger: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
     led = _ledger(ledger)
-    return {r["instance_uid"]: r for r in led.to_dict("records")}
+    records = cast(list[dict[str, Any]], led.to_dict("records"))  # stubs: Hashable keys; these are column names
+    return {r["instance_uid"]: r for r in records}
 
 
-def is_null(v: Any) -> bool:
+def is_null(v: object) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and v != v)
 
 

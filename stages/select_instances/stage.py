@@ -28,8 +28,8 @@ score and mean fool-the-AI; solvers' answers and mean Jaccard.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import pandas as pd
 from pandera.errors import SchemaError, SchemaErrors
@@ -63,6 +63,30 @@ class Metrics(TypedDict):
     min_solver_jaccard: float  # a fraction
     by_dataset_status: dict[str, int]  # "dataset/status" -> instances
     table1: list[dict[str, Any]]  # Table 1 rows
+
+
+class _InstanceRow(Protocol):
+    """A :class:`schemas.annotations.Instances` row as ``itertuples`` yields it (the fields read here;
+    ``object``: a nullable value only copied or narrowed here)."""
+
+    instance_uid: str
+    origin: str
+    dataset: str
+    cue: str
+    candidates: list[str]
+    associations: list[str]
+    num_associations: int
+    num_candidates: int
+    score_fool_the_ai: object
+    annotation_index: object
+    images_source: object
+    cue_weight: float
+    associations_mean_weight: float
+    candidates_connectivity_score: float
+    spymaster: object
+    solvers_jaccard_mean: float
+    solvers_jaccard_std: float
+    cue_flag: object
 
 
 def select(
@@ -106,10 +130,11 @@ def select(
             answers.setdefault(uid, {})[solver] = list(selection)
     rows: list[dict[str, Any]] = []
     emitted: set[str] = set()
-    for rec in instances.itertuples(index=False):
+    # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
+    for rec in cast("Iterator[_InstanceRow]", instances.itertuples(index=False)):
         fp = content_fingerprint(rec.dataset, rec.cue, rec.candidates, rec.associations)
         old = led.get(rec.instance_uid)
-        row = {
+        row: dict[str, Any] = {
             "instance_uid": rec.instance_uid,
             "origin": rec.origin,
             "dataset": rec.dataset,
@@ -370,8 +395,10 @@ def run(params: Params) -> Metrics:
     plot_solver, plot_fool = distributions(sel)
     write_csv(plot_solver, catalog.path("plot_solver_jaccard", "write"))
     write_csv(plot_fool, catalog.path("plot_fool_the_ai", "write"))
+    # casts: pandas-stubs types labels as Hashable; here (dataset, status) pairs and column names
+    counts = cast("Iterable[tuple[tuple[str, str], int]]", sel.groupby(["dataset", "status"]).size().items())
     return {
         "min_solver_jaccard": thr,
-        "by_dataset_status": {f"{d}/{s}": int(n) for (d, s), n in sel.groupby(["dataset", "status"]).size().items()},
-        "table1": t1.drop(columns="min_solver_jaccard").to_dict("records"),
+        "by_dataset_status": {f"{d}/{s}": int(n) for (d, s), n in counts},
+        "table1": cast(list[dict[str, Any]], t1.drop(columns="min_solver_jaccard").to_dict("records")),
     }
