@@ -157,7 +157,7 @@ def _meta(m: Any) -> str:
     return getattr(func, "__name__", "").strip("_").replace("_", " ")
 
 
-def type_name(tp: Any, metadata: list[Any] | tuple[Any, ...] = ()) -> str:
+def type_name(tp: object, metadata: list[object] | tuple[object, ...] = ()) -> str:
     """A short, readable name of an annotation (``int ≥ 1``, ``'auto' | 'cpu'``, ``list[ModelEntry]``)."""
     origin, args = get_origin(tp), get_args(tp)
     if origin is Annotated:
