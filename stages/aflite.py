@@ -47,7 +47,8 @@ from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
 
 if TYPE_CHECKING:
-    from gavil.params import AfliteParams, Params
+    from gavil.params import Params
+    from gavil.params.adversarial import AfliteParams
 
 
 class Metrics(TypedDict):
@@ -202,10 +203,10 @@ def run(params: Params) -> Metrics:
     }
     phases: list[dict[str, Any]] = []
     try:
-        model = load_model(ModelSpec.from_params(p.model), RuntimeOptions.from_params(params.score))
+        model = load_model(ModelSpec.of(p.model, params.models[p.model]), RuntimeOptions.of(params.models[p.model]))
     except WeightsUnavailable as e:
-        print(f"aflite: {p.model.name}: NO WEIGHTS - nothing assessed. {e}", file=sys.stderr)
-        out.loc[chosen, ["status", "reason"]] = ["kept", f"not assessed: no weights for {p.model.name}"]
+        print(f"aflite: {p.model}: NO WEIGHTS - nothing assessed. {e}", file=sys.stderr)
+        out.loc[chosen, ["status", "reason"]] = ["kept", f"not assessed: no weights for {p.model}"]
         metrics["status"] = "no_weights"
         model = None
     if model is not None and len(sel):
