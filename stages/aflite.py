@@ -180,7 +180,7 @@ def run(params: Params) -> Metrics:
     out["score"], out["phase"] = np.nan, pd.array([pd.NA] * len(out), dtype="Int64")
     out["status"], out["reason"] = "not_selected", "selection status: " + selection["status"].astype(str)
     chosen = (selection["status"] == "selected").to_numpy()
-    images = accepted_images(catalog.read_table("ocr")) if p.model.kind == "open_clip" else None
+    images = accepted_images(catalog.read_table("ocr")) if params.models[p.model].kind == "open_clip" else None
     if images is not None:
         has = selection["candidates"].map(lambda cs: all(c in images for c in cs)).to_numpy()
         out.loc[chosen & ~has, ["status", "reason"]] = ["kept", "not assessed: a candidate has no accepted image"]

@@ -125,7 +125,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             if ann is None:
                 return None
     found = _inner_model(ann)
-    return found.model_fields["root"].annotation if found and issubclass(found, RootModel) else found
+    return _inner_model(found.model_fields["root"].annotation) if found and issubclass(found, RootModel) else found
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -192,7 +192,7 @@ def _bad_model_refs(params: Params) -> list[str]:
                     lines.append(f"{sec}.{field}: no models entry {name!r}; {hint}entries: {', '.join(names)}")
                 elif kind and params.models[name].kind != kind:
                     lines.append(
-                        f"{sec}.{field}: {name!r} is a {params.models[name].kind} model; it must be kind: {kind}"
+                        f"{sec}.{field}: models.{name} is kind {params.models[name].kind}; it must be kind: {kind}"
                     )
     return lines
 

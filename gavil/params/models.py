@@ -40,7 +40,7 @@ class ModelEntry(Section):
     @model_validator(mode="after")
     def _explicit_pretrained(self) -> ModelEntry:
         if self.kind == "open_clip" and "pretrained" not in self.model_fields_set:
-            raise ValueError("open_clip models need 'pretrained' (a tag, or null for random weights explicitly)")
+            raise ValueError("an open_clip model: set 'pretrained' (a tag, or null for random weights explicitly)")
         return self
 
     def written_output_keys(self) -> list[str]:
@@ -64,10 +64,24 @@ DEFAULT_MODELS: dict[str, ModelEntry] = {
         loader_workers=1,
     ),
     "clip-rn50": ModelEntry(
-        kind="open_clip", model="RN50", pretrained="openai", weights_path=None, precision="fp32", device="auto"
+        kind="open_clip",
+        model="RN50",
+        pretrained="openai",
+        weights_path=None,
+        cache_dir=None,
+        allow_download=True,
+        precision="fp32",
+        device="auto",
     ),
     "clip-vit-b-32": ModelEntry(
-        kind="open_clip", model="ViT-B-32", pretrained="openai", weights_path=None, precision="fp32", device="auto"
+        kind="open_clip",
+        model="ViT-B-32",
+        pretrained="openai",
+        weights_path=None,
+        cache_dir=None,
+        allow_download=True,
+        precision="fp32",
+        device="auto",
     ),
     "text-minilm-l6": ModelEntry(kind="text", model="all-MiniLM-L6-v2", device="auto"),
     "text-mpnet": ModelEntry(kind="text", model="all-mpnet-base-v2", device="auto"),
