@@ -1,7 +1,8 @@
 """Stage 10, ``evaluate``: zero-shot evaluation of any models on the selected benchmark.
 
-For every model in ``evaluate.models`` (open_clip architectures with a tag or weights file, or
-the text-only baseline that compares the cue with the candidates' *names*) and every selected
+For every model ``evaluate.models`` names (``models`` entries, each at its own precision and
+device: open_clip architectures with a tag or weights file, or the text-only baseline that
+compares the cue with the candidates' *names*) and every selected
 instance (game and SWOW baseline): top-K prediction and Jaccard, as in
 :mod:`gavil.models.embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
 candidates (5, 6, 10, 12) and by the groups 5-6 and 10-12, each with a 95 % percentile bootstrap
