@@ -42,7 +42,7 @@ def _vectors(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def child_af(cheap: int, ensemble: int) -> dict:
-    from gavil.params import AdversarialFilterParams
+    from gavil.params.adversarial import AdversarialFilterParams
     from stages.adversarial_filter import Member, adversarial_filter
 
     rng = np.random.default_rng(0)
@@ -72,7 +72,7 @@ def child_af(cheap: int, ensemble: int) -> dict:
 
 def child_aflite(planted: float) -> dict:
     from gavil.models.features import Layout, pair_features
-    from gavil.params import AfliteParams
+    from gavil.params.adversarial import AfliteParams
     from stages.aflite import aflite
 
     rng = np.random.default_rng(1)
@@ -112,7 +112,8 @@ def release_af(ensemble: int) -> dict:
     from gavil.models.embeddings import Cache
     from gavil.models.features import cue_key, embed
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
-    from gavil.params import AdversarialFilterParams, Params
+    from gavil.params import Params
+    from gavil.params.adversarial import AdversarialFilterParams
     from stages.adversarial_filter import Member, adversarial_filter, pools_for
 
     rel = ROOT / "data/sample/winogavil"
@@ -133,7 +134,8 @@ def release_af(ensemble: int) -> dict:
     pools, _ = pools_for(sw, concepts, edges, p.pool_size, p.seed)
     universe = sorted({c for pl in pools for c in pl} | {c for a in sw["associations"] for c in a})
     idx = {c: i for i, c in enumerate(universe)}
-    model = load_model(ModelSpec.from_params(p.text_model), RuntimeOptions.from_params(Params().score))
+    entry = Params().models[p.text_model]
+    model = load_model(ModelSpec.of(p.text_model, entry), RuntimeOptions.of(entry))
     cue_vecs, cvecs = embed(model, list(sw["cue"]), universe, Cache([], None))
     member = Member("text", np.stack([cue_vecs[cue_key(c)] for c in sw["cue"]]), np.stack([cvecs[c] for c in universe]))
     orig = [[c for c in cs if c not in a] for cs, a in zip(sw["candidates"], sw["associations"])]

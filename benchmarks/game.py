@@ -68,7 +68,7 @@ def pct(xs: list[float]) -> dict[str, float | int | None]:
 def make_project(tmp: Path) -> Path:
     root = game_project(tmp)
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
-    p["score"]["allow_download"] = False
+    p["models"]["rival"]["allow_download"] = False
     g = p["game"]
     g["rival_random_weights"] = True
     g["submissions_per_minute"] = 600

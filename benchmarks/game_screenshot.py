@@ -37,7 +37,7 @@ def main() -> None:
     os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "demo-key")
     with tempfile.TemporaryDirectory() as tmp:
         root = game_project(Path(tmp))
-        params = Params().replace(score={"allow_download": False}, game={"rival_random_weights": True})
+        params = Params().replace(models={"rival": {"allow_download": False}}, game={"rival_random_weights": True})
         game, images = build_game(params, root)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

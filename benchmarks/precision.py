@@ -1,4 +1,4 @@
-"""Rival scoring at ``score.precision`` bf16 vs fp32: speed, top-K agreement, cosine differences.
+"""Rival scoring at ``models.rival.precision`` bf16 vs fp32: speed, top-K agreement, cosine differences.
 
 The stage's own embedding path (:func:`gavil.models.loading._load_open_clip`: threaded decode and
 preprocess, batches of 32, 2 threads; bf16 = autocast, plus channels-last for a ResNet tower) for

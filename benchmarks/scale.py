@@ -148,8 +148,10 @@ def make_project(
     dest: Path, n_concepts: int, tasks: int, model: str, seed: int = 0, precision: str | None = None
 ) -> dict[str, Any]:
     """Write the synthetic project into ``dest``; returns what was generated. ``precision`` (fp32 |
-    bf16 | auto) replaces ``ocr``/``score``/``evaluate.precision`` (None keeps params.yaml's)."""
+    bf16 | auto) replaces ``ocr.precision`` and the models' (None keeps params.yaml's)."""
     import yaml
+
+    from gavil.pipeline.dvc import write_dvc_yaml
 
     rng = random.Random(seed)
     copy_project(dest, with_params=False)
@@ -164,23 +166,18 @@ def make_project(
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["ingest"]["path"] = "data/synth/strength.SWOW-EN.R123.csv"
     p["crawl"] |= {"source": "local", "local_dir": "data/synth/images"}
-    p["score"] |= {"model": model, "pretrained": None, "weights_path": None, "allow_download": False}
+    untrained = {"kind": "open_clip", "model": model, "pretrained": None, "weights_path": None, "allow_download": False}
+    p["models"]["rival"] |= untrained
+    p["models"][f"{model.lower()}-untrained"] = {**untrained, "precision": "fp32", "device": "auto"}
     p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
     # pseudo-words have no Brysbaert concreteness rating: with the filter on, no SWOW instance is left
     p["instances"]["swow"]["min_concreteness"] = None
     if precision is not None:
-        for section in ("ocr", "score", "evaluate"):
-            p[section]["precision"] = precision
-    p["evaluate"]["models"] = [
-        {
-            "name": f"{model.lower()}-untrained",
-            "kind": "open_clip",
-            "model": model,
-            "pretrained": None,
-            "weights_path": None,
-        }
-    ]
+        p["ocr"]["precision"] = p["models"]["rival"]["precision"] = precision
+        p["models"][f"{model.lower()}-untrained"]["precision"] = precision
+    p["evaluate"]["models"] = [f"{model.lower()}-untrained"]
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    write_dvc_yaml(dest / "dvc.yaml", dest / "params.yaml")  # evaluate names other models than the shipped file
     return {
         "concepts": n_concepts,
         "swow_edges": edges,
@@ -189,7 +186,8 @@ def make_project(
         "instances": n_inst,
         "solves": n_solve,
         "model": f"{model} (random weights)",
-        "precision": {k: p[k]["precision"] for k in ("ocr", "score", "evaluate")},
+        "precision": {"ocr": p["ocr"]["precision"], "score": p["models"]["rival"]["precision"]}
+        | {"evaluate": p["models"][f"{model.lower()}-untrained"]["precision"]},
     }
 
 

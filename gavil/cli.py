@@ -33,11 +33,18 @@ def _options(
 def stage(
     name: Annotated[str, typer.Argument(help="stage name, e.g. ingest_concepts")], params: str = "params.yaml"
 ) -> None:
-    """Run one pipeline stage (this is what dvc.yaml calls)."""
+    """Run one pipeline stage (this is what dvc.yaml calls); refused while dvc.yaml does not list the
+    params the stage reads (run `gavil dvc-yaml --write`)."""
     from gavil.io import finite
+    from gavil.params import load_params
+    from gavil.pipeline.dvc import check_stage_params
+    from gavil.pipeline.registry import spec
     from gavil.pipeline.runner import run_stage
 
-    metrics = run_stage(name, params)
+    spec(name)
+    p = load_params(params)
+    check_stage_params(name, p)
+    metrics = run_stage(name, p)
     typer.echo(f"{name}: " + json.dumps(finite(metrics), sort_keys=True, default=str))
 
 

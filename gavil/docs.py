@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
-from gavil.params import Params
+from gavil.params import Params, parse_params
 from gavil.pipeline import catalog
 from gavil.pipeline.registry import STAGES, StageSpec, upstream
 
@@ -200,6 +200,11 @@ def param_rows(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
     """``(dotted key, field, nested model or None)`` for every field under ``model``, depth first.
     A list of models is walked as ``key[].field``, a dict of models as ``key.<name>.field``."""
     for name, f in model.model_fields.items():
+        if issubclass(model, RootModel):  # a mapping section (``models``): its entries' fields, by ``<name>``
+            inner = _inner_model(f.annotation)
+            if inner is not None:
+                yield from param_rows(inner, f"{prefix}<name>.")
+            continue
         key = f"{prefix}{name}"
         inner = _inner_model(f.annotation)
         yield key, f, inner
@@ -216,16 +221,21 @@ def _doc(model: type[BaseModel]) -> str:
 def params_reference(params_yaml: str) -> str:
     """The params reference: one section per top-level field of :class:`Params`, one row per key."""
     comments = yaml_comments(params_yaml)
+    params = parse_params(yaml.safe_load(params_yaml) or {})
     deps: dict[str, list[str]] = {}
     for s in STAGES:
-        for k in s.param_keys:
+        for k in s.param_keys(params):
             deps.setdefault(k, []).append(s.name)
+            if k.startswith("models."):  # an entry's key also counts for the generic ``models.<name>.key`` row
+                deps.setdefault(f"models.<name>.{k.split('.', 2)[2]}", []).append(s.name)
     out: list[str] = []
     for section, f in Params.model_fields.items():
         model = _inner_model(f.annotation)
         assert model is not None, section
         out += [f"## `{section}`", ""]
-        about = " ".join(x for x in (comments.get(section, ""), _doc(model)) if x)
+        about = " ".join(x.rstrip(".") + "." for x in (comments.get(section, ""), _doc(model)) if x)
+        if issubclass(model, RootModel):
+            about += f" Entries in params.yaml: {', '.join(f'`{n}`' for n in getattr(params, section).root)}."
         if about:
             out += [_cell(about), ""]
         users = sorted({st for k, sts in deps.items() if k.split(".")[0] == section for st in sts})
@@ -236,6 +246,9 @@ def params_reference(params_yaml: str) -> str:
             parts = key.replace("[]", "").split(".")
             stages = sorted({st for i in range(2, len(parts) + 1) for st in deps.get(".".join(parts[:i]), [])})
             desc = field.description or comments.get(key, "") or (_doc(inner) if inner is not None else "")
+            if not desc and "<name>" in key:  # a mapping entry's key: the first entry in params.yaml that comments it
+                pattern = re.compile(re.escape(key).replace(re.escape("<name>"), r"[^.]+") + "$")
+                desc = next((c for k, c in comments.items() if pattern.match(k)), "")
             out.append(
                 f"| `{key}` | {_cell(type_name(field.annotation, field.metadata))} | {_default(field)}"
                 f" | {runtime} | {', '.join(stages)} | {_cell(desc)} |"

@@ -19,7 +19,7 @@ member's pair features; phase ``ensemble`` (``ensemble_iterations``, swagaf: 50)
 regression per member and an MLP on their concatenation and reassigns with the one of best
 held-out Jaccard (swagaf: "the member with the best validation accuracy"). A phase stops early
 once ``patience`` iterations in a row replace nothing. Members (pair features ``[cue ⊙ c, c]``):
-``text`` = the text model on names (offline); ``rival`` = ``score.model`` (cue prompt vs image;
+``text`` = ``text_model`` on names (offline); ``rival`` = ``rival_model`` (cue prompt vs image;
 skipped with the reason when its weights are unavailable).
 
 Output: the ``swow_af`` variant (``af_instances``) for human validation, one row per replacement,
@@ -48,7 +48,8 @@ from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
 
 if TYPE_CHECKING:
-    from gavil.params import AdversarialFilterParams, Params
+    from gavil.params import Params
+    from gavil.params.adversarial import AdversarialFilterParams
 
 
 class Metrics(TypedDict):
@@ -266,18 +267,14 @@ def pools_for(
 def _load_members(
     params: Params, cues: list[str], universe: list[str], cache: Cache, images: dict
 ) -> tuple[list[Member], dict[str, str]]:
-    p, opt = params.adversarial_filter, RuntimeOptions.from_params(params.score)
-    specs = {
-        "text": ModelSpec.from_params(p.text_model),
-        "rival": ModelSpec(
-            "rival", "open_clip", params.score.model, params.score.pretrained, params.score.weights_path
-        ),
-    }
+    p = params.adversarial_filter
+    entries = {"text": params.models[p.text_model], "rival": params.models[p.rival_model]}
+    specs = {"text": ModelSpec.of(p.text_model, entries["text"]), "rival": ModelSpec.of("rival", entries["rival"])}
     members: list[Member] = []
     status: dict[str, str] = {}
     for name in p.members:
         try:
-            model = load_model(specs[name], opt)
+            model = load_model(specs[name], RuntimeOptions.of(entries[name]))
         except WeightsUnavailable as e:
             status[name] = f"skipped: no weights ({e})"
             print(f"adversarial_filter: member {name} SKIPPED - {e}", file=sys.stderr)

@@ -47,7 +47,8 @@ from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
 
 if TYPE_CHECKING:
-    from gavil.params import AfliteParams, Params
+    from gavil.params import Params
+    from gavil.params.adversarial import AfliteParams
 
 
 class Metrics(TypedDict):
@@ -179,7 +180,7 @@ def run(params: Params) -> Metrics:
     out["score"], out["phase"] = np.nan, pd.array([pd.NA] * len(out), dtype="Int64")
     out["status"], out["reason"] = "not_selected", "selection status: " + selection["status"].astype(str)
     chosen = (selection["status"] == "selected").to_numpy()
-    images = accepted_images(catalog.read_table("ocr")) if p.model.kind == "open_clip" else None
+    images = accepted_images(catalog.read_table("ocr")) if params.models[p.model].kind == "open_clip" else None
     if images is not None:
         has = selection["candidates"].map(lambda cs: all(c in images for c in cs)).to_numpy()
         out.loc[chosen & ~has, ["status", "reason"]] = ["kept", "not assessed: a candidate has no accepted image"]
@@ -202,10 +203,10 @@ def run(params: Params) -> Metrics:
     }
     phases: list[dict[str, Any]] = []
     try:
-        model = load_model(ModelSpec.from_params(p.model), RuntimeOptions.from_params(params.score))
+        model = load_model(ModelSpec.of(p.model, params.models[p.model]), RuntimeOptions.of(params.models[p.model]))
     except WeightsUnavailable as e:
-        print(f"aflite: {p.model.name}: NO WEIGHTS - nothing assessed. {e}", file=sys.stderr)
-        out.loc[chosen, ["status", "reason"]] = ["kept", f"not assessed: no weights for {p.model.name}"]
+        print(f"aflite: {p.model}: NO WEIGHTS - nothing assessed. {e}", file=sys.stderr)
+        out.loc[chosen, ["status", "reason"]] = ["kept", f"not assessed: no weights for {p.model}"]
         metrics["status"] = "no_weights"
         model = None
     if model is not None and len(sel):

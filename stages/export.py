@@ -188,7 +188,7 @@ def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame,
     left_out = len(bench) - len(ds)
     counts = selection.groupby(["dataset", "status"]).size()
     thr = params.select.min_solver_jaccard
-    score = params.score
+    rival = params.models[params.score.model]
     n_images = len({c for cands in ds["candidates"] for c in cands})
     rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
     pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
@@ -241,7 +241,7 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
   0..n-1 on a first build; a published instance never changes (later answers, edits or a higher
   threshold leave it as published); a retired ID leaves a gap and is never given again.
 - Rival model: `score_fool_the_ai` = 100 - int(100 x Jaccard of the rival model's top-K); for released
-  instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {score.model} / {score.pretrained}.
+  instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {rival.model} / {rival.pretrained}.
 - Instance fates in this build (dataset / status / count):
 
 | dataset | status | instances |

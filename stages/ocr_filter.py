@@ -56,7 +56,8 @@ from gavil.progress import progress
 from schemas.ocr import Ocr, OcrCache
 
 if TYPE_CHECKING:
-    from gavil.params import OcrParams, Params
+    from gavil.params import Params
+    from gavil.params.ocr import OcrParams
 
 
 class Metrics(TypedDict):

@@ -10,10 +10,11 @@ embed only new images and prompts. The embedding is partitioned (:func:`plan`: i
 prompts, ``score.partition_size`` each; :func:`work` embeds one partition), so the Prefect flow
 can map it over workers; :func:`reduce` only looks embeddings up and ranks.
 
-Weights: ``score.weights_path``, else the local cache, else a download (if allowed and the
-host answers). With none, every row is ``no_weights`` with null scores, the console and
+Model and weights: the ``models`` entry ``score.model`` names (``models.rival``): its
+``weights_path``, else the local cache, else a download (if allowed and the host answers). With
+none, every row is ``no_weights`` with null scores, the console and
 ``data/metrics/score_candidates.json`` say how to provide weights, and the pipeline goes on
-(``score.require_weights: true`` makes it fail instead). ``score.pretrained: null`` runs
+(``score.require_weights: true`` makes it fail instead). ``pretrained: null`` in that entry runs
 random weights and every row says ``untrained``.
 """
 
@@ -34,7 +35,8 @@ from schemas.ocr import accepted_images
 from schemas.scores import Scores
 
 if TYPE_CHECKING:
-    from gavil.params import Params, ScoreParams
+    from gavil.params import Params
+    from gavil.params.models import ModelEntry
 
 
 class Metrics(TypedDict):
@@ -50,9 +52,9 @@ class Metrics(TypedDict):
     message: str | None  # why there are no weights, if so
 
 
-def rival_spec(p: ScoreParams) -> ModelSpec:
-    """The rival model from ``score`` params (model, pretrained, weights_path)."""
-    return ModelSpec(f"rival:{p.model}", "open_clip", p.model, p.pretrained, p.weights_path)
+def rival_spec(rival: ModelEntry) -> ModelSpec:
+    """The rival model: the ``models`` entry ``score.model`` names, labelled ``rival:<architecture>``."""
+    return ModelSpec.of(f"rival:{rival.model}", rival)
 
 
 def with_model_columns(df: pd.DataFrame, spec: ModelSpec, pretrained: str) -> pd.DataFrame:
@@ -109,8 +111,9 @@ def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
         raise ValueError(f"score_candidates partition of kind {kind!r}: expected image or text")
     if not items:
         return []
+    rival = params.models[p.model]
     try:
-        model = load_model(rival_spec(p), RuntimeOptions.from_params(p))
+        model = load_model(rival_spec(rival), RuntimeOptions.of(rival))
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
     cache = Cache([_cache_path()], None)
@@ -137,7 +140,8 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
     Raises:
         WeightsUnavailable: no weights and ``score.require_weights`` (nothing is written)."""
     p = params.score
-    spec = rival_spec(p)
+    rival = params.models[p.model]
+    spec = rival_spec(rival)
     instances, images = _inputs()
     cache = Cache([], _cache_path())
     for rows in results:
@@ -146,7 +150,7 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
     t0 = time.perf_counter()
     if len(instances):
         try:
-            model = load_model(spec, RuntimeOptions.from_params(p))
+            model = load_model(spec, RuntimeOptions.of(rival))
         except WeightsUnavailable as e:
             if p.require_weights:
                 raise
@@ -156,12 +160,12 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
                 file=sys.stderr,
             )
     df = score_instances(instances, model, images, cache, reason or "")
-    label = model.weights_id if model else str(p.pretrained)
+    label = model.weights_id if model else str(rival.pretrained)
     df = catalog.write_table(with_model_columns(df, spec, label), "scores")
     cache.save()
     scored = df[df["status"].isin(["ok", "untrained"])]
     metrics: Metrics = {
-        "model": p.model,
+        "model": rival.model,
         "pretrained": label,
         "instances": len(df),
         "by_status": cast(dict[str, int], df["status"].value_counts().sort_index().to_dict()),  # str labels

@@ -30,6 +30,16 @@ def send(req: BaseHTTPRequestHandler, body: bytes, ctype: str = "image/jpeg", st
 FAST_AFLITE = {"n_classifiers": 4, "cutoff": 0.5}
 
 
+def no_downloads(params: dict, **rival: object) -> dict:
+    """``params`` (params.yaml as a dict) with ``allow_download: false`` in every open_clip entry of
+    ``models`` (hermetic: never touch the network) and ``rival`` merged into ``models.rival``."""
+    for entry in params["models"].values():
+        if entry["kind"] == "open_clip":
+            entry["allow_download"] = False
+    params["models"]["rival"] |= rival
+    return params
+
+
 def mini_project(dest: Path, images: list[str]) -> Path:
     """A runnable copy of the project (code, dvc.yaml, params, release files) with a few images."""
     for name in ("stages", "schemas", "flows"):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from gavil.io import validate
-from gavil.params import AdversarialFilterParams
+from gavil.params.adversarial import AdversarialFilterParams
 from schemas.adversarial import AfIterations, AfReplacements
 from stages.adversarial_filter import Member, adversarial_filter, pools_for
 
@@ -174,7 +174,7 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
     catalog.write_table(swow, "swow_instances")
     params = load_params().replace(
         adversarial_filter={"pool_size": 8, "cheap_iterations": 3, "ensemble_iterations": 1, "mlp_hidden": 4},
-        score={"allow_download": False, "cache_dir": str(tmp_path / "empty"), "weights_path": None},
+        models={"rival": {"allow_download": False, "cache_dir": str(tmp_path / "empty"), "weights_path": None}},
     )
     m = run_stage("adversarial_filter", params)
     assert m["members"]["text"] == "ok" and m["members"]["rival"].startswith("skipped: no weights")

@@ -9,7 +9,7 @@ import pytest
 
 from gavil.io import validate
 from gavil.models.features import Layout, pair_features
-from gavil.params import AfliteParams
+from gavil.params.adversarial import AfliteParams
 from schemas.adversarial import AflitePhases
 from stages.aflite import aflite, kl_assessment
 

@@ -223,13 +223,13 @@ def test_a_stage_run_out_of_order_names_the_stage_to_run_first(in_tmp):
 
 def test_dvc_yaml_outputs_never_overlap_and_caches_persist():
     for s in STAGES:
-        entry = dvc_stage(s)
+        entry = dvc_stage(s, Params())
         outs = [o if isinstance(o, str) else next(iter(o)) for o in entry["outs"]]
         for a in outs:
             assert not any(a != b and Path(a).is_relative_to(b) for b in outs), (s.name, a)
-    ocr = dvc_stage(next(s for s in STAGES if s.name == "ocr_filter"))
+    ocr = dvc_stage(next(s for s in STAGES if s.name == "ocr_filter"), Params())
     assert {"data/cache/ocr_detections.parquet": {"persist": True}} in ocr["outs"]  # pushed with dvc push
-    select = dvc_stage(next(s for s in STAGES if s.name == "select_instances"))
+    select = dvc_stage(next(s for s in STAGES if s.name == "select_instances"), Params())
     assert {"data/ledger/benchmark_ids.parquet": {"persist": True, "cache": False}} in select["outs"]  # in git
     assert "gavil/progress.py" in code_deps(next(s for s in STAGES if s.name == "ocr_filter"))
 
@@ -266,19 +266,19 @@ def test_nested_unknown_keys_and_sections_are_refused():
         parse_params({"crawl": {"per_host": {"delay": 1}}})
     with pytest.raises(ParamsError, match="did you mean select"):
         parse_params({"selct": {}})
-    with pytest.raises(ParamsError, match=r"evaluate\.models\.0.*set 'pretrained'"):
-        parse_params({"evaluate": {"models": [{"name": "m", "kind": "open_clip", "model": "RN50"}]}})
+    with pytest.raises(ParamsError, match=r"models\.m.*set 'pretrained'"):
+        parse_params({"models": {"m": {"kind": "open_clip", "model": "RN50"}}})
 
 
 def test_runtime_knobs_are_not_stage_params():
-    params = {k for s in STAGES for k in s.param_keys}
+    p = load_params(ROOT / "params.yaml")
+    params = {k for s in STAGES for k in s.param_keys(p)}
     knobs = ["crawl.threads", "crawl.partition_size", "crawl.per_host", "ocr.batch_size", "ocr.partition_size"]
-    knobs += ["score.batch_size", "score.threads", "score.loader_workers", "score.partition_size"]
+    knobs += ["models.rival.batch_size", "models.rival.threads", "models.rival.loader_workers", "score.partition_size"]
     for knob in knobs:
         assert knob not in params
-    assert {"ocr.match_threshold", "select.min_solver_jaccard", "score.model"} <= params
-    evaluate = next(s for s in STAGES if s.name == "evaluate")
-    assert not any(k.startswith("prefect") for k in params) and "score.partition_size" not in evaluate.param_keys
+    assert {"ocr.match_threshold", "select.min_solver_jaccard", "score.model", "models.rival.precision"} <= params
+    assert not any(k.startswith(("prefect", "game.host", "models.rival.batch")) for k in params)
 
 
 # --------------------------------------------------------------------------------------------- CLI
@@ -308,3 +308,70 @@ def test_cli_mistakes_print_a_few_lines_with_the_fix_and_no_traceback(tmp_path):
     debug = _gavil(["--debug", "stage", "export"], tmp_path)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
     assert "Traceback" in _gavil(["stage", "export"], tmp_path, GAVIL_DEBUG="1").stderr
+
+
+# ------------------------------------------------------------------------------- each stage's params
+def _committed_deps() -> dict[str, list[str]]:
+    return {n: s["deps"] for n, s in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items()}
+
+
+def test_the_game_is_a_code_dep_of_at_most_the_stage_that_imports_it():
+    """Editing the game's params model or the game's code re-runs at most import_annotations (it
+    reads game.store_dir and imports the game's store)."""
+    for name, deps in _committed_deps().items():
+        game = [d for d in deps if d == "gavil/params/game.py" or d.startswith("gavil/game/")]
+        assert not game or name == "import_annotations", (name, game)
+
+
+def test_a_stages_params_modules_are_those_of_the_sections_it_reads():
+    """The loader and the shared building blocks are deps of every stage; a section's module only of
+    the stages whose StageSpec.params read the section (``models`` where a section names a model)."""
+    from gavil.params import SECTIONS
+
+    for s in STAGES:
+        modules = {d for d in _committed_deps()[s.name] if d.startswith("gavil/params/")}
+        own = {SECTIONS[sec].__module__.replace(".", "/") + ".py" for sec in s.sections}
+        assert modules == {"gavil/params/__init__.py", "gavil/params/base.py"} | own, s.name
+    by_name = {s.name: s for s in STAGES}
+    assert by_name["ocr_filter"].sections == ["ocr"] and by_name["aflite"].sections == ["aflite", "models"]
+
+
+def test_a_models_entry_is_a_param_of_exactly_the_stages_whose_sections_name_it():
+    """A key added to an entry becomes a dvc.yaml param of the stages that name the entry, and of no other."""
+    p = load_params(ROOT / "params.yaml")
+    users = {"rival": {"score_candidates", "adversarial_filter"}, "text-mpnet": {"evaluate"}}
+    users["text-minilm-l6"] = {"adversarial_filter", "aflite", "evaluate"}
+    for name, stages in users.items():
+        key = f"models.{name}.cache_dir"
+        before = {s.name for s in STAGES if key in s.param_keys(p)}
+        edited = p.replace(models={name: {"cache_dir": "/elsewhere"}})  # written now: a param
+        assert {s.name for s in STAGES if key in s.param_keys(edited)} == stages, name
+        assert before == (stages if name == "rival" else set()), name  # text entries leave it out
+
+
+def test_gavil_stage_refuses_when_dvc_yaml_names_other_models(tmp_path, monkeypatch):
+    """A changed reference (aflite.model) leaves the committed dvc.yaml listing the old entry's keys:
+    the runner refuses with the fix instead of running params DVC does not track."""
+    from gavil.pipeline.dvc import check_stage_params, write_dvc_yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    shipped = load_params(ROOT / "params.yaml")
+    check_stage_params("aflite", shipped)  # as committed: fine
+    other = shipped.replace(aflite={"model": "text-mpnet"})
+    with pytest.raises(ParamsError, match=r"does not list models\.text-mpnet\.kind .*run `gavil dvc-yaml --write`"):
+        check_stage_params("aflite", other)
+    check_stage_params("score_candidates", other)  # its params did not change
+    with pytest.raises(ParamsError, match=r"still lists models\.clip-vit-b-32\.kind for stage evaluate"):
+        check_stage_params("evaluate", shipped.replace(evaluate={"models": ["clip-rn50"]}))
+    write_dvc_yaml(tmp_path / "dvc.yaml", other)
+    check_stage_params("aflite", other)
+    with pytest.raises(ParamsError, match=r"does not list models\.text-minilm-l6\.kind"):
+        check_stage_params("aflite", shipped)
+
+
+@pytest.mark.parametrize("key", ["score.weights_path", "score.precision", "evaluate.precision"])
+def test_a_key_moved_into_the_models_section_says_where_it_went(key):
+    section, name = key.split(".")
+    with pytest.raises(ParamsError, match=rf"{key} moved into the models: section: set models\[{section}\.model"):
+        parse_params({section: {name: "x"}})

@@ -18,7 +18,7 @@ import yaml
 from gavil.pipeline import catalog
 from gavil.pipeline.registry import STAGES
 from gavil.pipeline.runner import run_stage
-from tests.helpers import FAST_AFLITE, ROOT
+from tests.helpers import FAST_AFLITE, ROOT, no_downloads
 
 #: Tables that hold instances or their derivatives: empty in an empty project.
 INSTANCE_TABLES = ("af_instances", "instances", "solves", "selection", "predictions", "evaluation")
@@ -39,7 +39,7 @@ def empty_project(dest: Path) -> Path:
     p["ingest"]["path"] = "data/in/strength.SWOW-EN.R1.csv"
     p["crawl"] |= {"source": "local", "local_dir": "data/in/images", "urllist_path": ""}
     p["annotations"] |= {"release_dir": "", "release_files": [], "raw_dir": "data/in/raw"}
-    p["score"] |= {"allow_download": False, "pretrained": None}
+    no_downloads(p, pretrained=None)
     p["evaluate"] |= {"release_predictions_dir": "", "bootstrap": 10}
     p["paper"]["release_dir"] = ""
     p["aflite"] |= FAST_AFLITE

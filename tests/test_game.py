@@ -36,7 +36,9 @@ def params(min_solvers: int = 3, **game) -> Params:
     """Shared-code joining (the opt-in mode) unless ``identity`` is given: invitations have their
     own tests (tests/test_game_integrity.py)."""
     return Params().replace(
-        score={"allow_download": False}, game={"identity": "shared_code", **game}, select={"min_solvers": min_solvers}
+        models={"rival": {"allow_download": False}},
+        game={"identity": "shared_code", **game},
+        select={"min_solvers": min_solvers},
     )
 
 

@@ -18,7 +18,8 @@ from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.params import load_params
 from gavil.pipeline import catalog
-from tests.helpers import ROOT, mini_project
+from gavil.pipeline.dvc import write_dvc_yaml
+from tests.helpers import ROOT, mini_project, no_downloads
 
 IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick"]
 
@@ -38,12 +39,13 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
     d = mini_project(tmp_path / "proj", IMAGES)
     p = yaml.safe_load((d / "params.yaml").read_text())
-    p["score"]["allow_download"] = False
+    no_downloads(p)
     p["game"]["identity"] = "shared_code"  # the trusted-lab mode: one code for the test's players
     p["instances"]["game_sets"] = {5: 1, 6: 1, 10: 0, 12: 0}
     p["annotations"]["release_files"] = []  # only the game's instances: a small, fast build
-    p["evaluate"]["models"] = [m for m in p["evaluate"]["models"] if m["name"] == "clip-rn50"]
+    p["evaluate"]["models"] = ["clip-rn50"]
     (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    write_dvc_yaml(d / "dvc.yaml", d / "params.yaml")  # evaluate now names one model: its keys only
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         assert _run(cmd, d).returncode == 0
     shutil.copy(ROOT / ".dvcignore", d / ".dvcignore")  # the store's WAL index is not data

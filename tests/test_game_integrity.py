@@ -48,7 +48,9 @@ class FakeRival(Rival):
 
 def params(identity: str = "invitation", min_solvers: int = 3, **game: Any) -> Params:
     return Params().replace(
-        score={"allow_download": False}, game={"identity": identity, **game}, select={"min_solvers": min_solvers}
+        models={"rival": {"allow_download": False}},
+        game={"identity": identity, **game},
+        select={"min_solvers": min_solvers},
     )
 
 

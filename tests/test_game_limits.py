@@ -34,7 +34,7 @@ CODE = "letmein"
 def params(**game) -> Params:
     """The throttles are the same in both identity modes; these tests join with one shared code
     (an invitation is a code too: guessing invitations meets the same per-address and per-code limits)."""
-    return Params().replace(score={"allow_download": False}, game={"identity": "shared_code", **game})
+    return Params().replace(models={"rival": {"allow_download": False}}, game={"identity": "shared_code", **game})
 
 
 @pytest.fixture

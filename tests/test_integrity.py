@@ -272,7 +272,7 @@ def test_the_fingerprint_param_is_checked_and_a_dependency():
         parse_params({"annotations": {"annotator_key_fingerprint": "secret-key"}})
     from gavil.pipeline.registry import BY_NAME
 
-    assert "annotations.annotator_key_fingerprint" in BY_NAME["import_annotations"].param_keys
+    assert "annotations.annotator_key_fingerprint" in BY_NAME["import_annotations"].param_keys(parse_params({}))
 
 
 # ----------------------------------------------------------------------------------- identity columns
@@ -466,9 +466,8 @@ def test_split_id_collisions_are_an_error_with_the_fix():
 
 
 def test_unknown_keys_in_list_items_and_dict_values_get_a_suggestion():
-    model = {"name": "a", "kind": "text", "model": "m", "pretraind": None}
     cases = {
-        "evaluate.models.0.pretrained": {"evaluate": {"models": [model]}},
+        "models.a.pretrained": {"models": {"a": {"kind": "text", "model": "m", "pretraind": None}}},
         "prefect.deployments.full-build.cron": {"prefect": {"deployments": {"full-build": {"crn": None}}}},
         "annotations.release_files.0.file": {"annotations": {"release_files": [{"fil": "x", "dataset": "game"}]}},
     }

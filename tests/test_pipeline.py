@@ -10,28 +10,34 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gavil.params import load_params
 from gavil.pipeline.dvc import dvc_yaml
 from gavil.pipeline.metrics import METRICS_SUMMARY
 from gavil.pipeline.registry import STAGES, upstream
 from stages.evaluate.association_types import PAPER_TABLE6
-from tests.helpers import FAST_AFLITE, ROOT, mini_project
+from tests.helpers import FAST_AFLITE, ROOT, mini_project, no_downloads
 
 MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
 
 
 def test_committed_dvc_yaml_matches_the_registry():
-    assert (ROOT / "dvc.yaml").read_text() == dvc_yaml(), "run `gavil dvc-yaml --write`"
+    assert (ROOT / "dvc.yaml").read_text() == dvc_yaml(ROOT / "params.yaml"), "run `gavil dvc-yaml --write`"
 
 
 def test_every_stage_has_its_params_a_module_and_existing_deps():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    typed = load_params(ROOT / "params.yaml")
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert list(dvc) == [s.name for s in STAGES]
     for s in STAGES:
-        for key in s.param_keys:  # every key dvc.yaml names is in params.yaml (DVC needs them all)
+        for key in s.param_keys(typed):  # every key dvc.yaml names is in params.yaml (DVC needs them all)
             sec, _, k = key.partition(".")
-            assert k in params[sec], key
-        assert dvc[s.name]["params"] == s.param_keys
+            if sec == "models":
+                name, _, k = k.partition(".")
+                assert k in params["models"][name], key
+            else:
+                assert k in params[sec], key
+        assert dvc[s.name]["params"] == s.param_keys(typed)
         assert (ROOT / "stages" / f"{s.name}.py").exists() or (ROOT / "stages" / s.name / "__init__.py").exists()
         for dep in dvc[s.name]["deps"]:
             if not dep.startswith("${") and not dep.startswith("data/") or dep.startswith("data/sample"):
@@ -54,7 +60,7 @@ def project(tmp_path_factory):
     """A git+DVC repository with the project's code and a 9-image sample, after one `dvc repro`."""
     d = mini_project(tmp_path_factory.mktemp("proj"), MINI_IMAGES)
     params = yaml.safe_load((d / "params.yaml").read_text())
-    params["score"]["allow_download"] = False  # hermetic: never touch the network
+    no_downloads(params)  # hermetic: never touch the network
     params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
     params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
     params["paper"]["supervised"]["seeds"] = [0, 1]  # Table 5's 5 seeds x 2 groups, paid by every build here
@@ -190,7 +196,8 @@ def test_runtime_knobs_rerun_nothing(project):
         params = yaml.safe_load(original)
         params["crawl"] |= {"threads": 3, "partition_size": 7, "per_host": {"max_connections": 1, "delay_s": 0.5}}
         params["ocr"] |= {"batch_size": 2, "partition_size": 3}
-        params["score"] |= {"batch_size": 4, "threads": 1, "loader_workers": 0, "partition_size": 50}
+        params["models"]["rival"] |= {"batch_size": 4, "threads": 1, "loader_workers": 0}
+        params["score"]["partition_size"] = 50
         params["prefect"]["task_timeout_s"] = 60
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         status = _run([sys.executable, "-m", "dvc", "status"], d)
@@ -199,6 +206,12 @@ def test_runtime_knobs_rerun_nothing(project):
         params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         status = _run([sys.executable, "-m", "dvc", "status", "ocr_filter"], d)
         assert "ocr.match_threshold" in status.stdout, status.stdout
+        params["ocr"]["match_threshold"] = yaml.safe_load(original)["ocr"]["match_threshold"]
+        params["models"]["text-minilm-l6"]["device"] = "cpu"  # a shared model's setting: exactly its users
+        params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        status = _run([sys.executable, "-m", "dvc", "status"], d)
+        changed = {line.rstrip(":") for line in status.stdout.splitlines() if line and not line[0].isspace()}
+        assert changed == {"adversarial_filter", "aflite", "evaluate"}, status.stdout
     finally:
         params_file.write_text(original)
 
@@ -416,12 +429,8 @@ def test_dask_runner_gives_the_sequential_results(tmp_path, monkeypatch):
     def make(name, runner, size):
         d = mini_project(tmp_path / name, MINI_IMAGES)
         params = yaml.safe_load((d / "params.yaml").read_text())
-        params["score"] |= {
-            "allow_download": False,
-            "pretrained": None,
-            "partition_size": size,
-            "threads": 1,
-        }  # seeded random weights
+        no_downloads(params, pretrained=None, threads=1)  # seeded random weights
+        params["score"]["partition_size"] = size
         params["crawl"]["partition_size"] = params["ocr"]["partition_size"] = size
         params["instances"]["game_sets"] = {5: 1, 6: 1, 10: 0, 12: 0}
         params["aflite"] |= FAST_AFLITE  # at the paper's settings AfLite alone took most of this test's 800 s

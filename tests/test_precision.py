@@ -11,8 +11,11 @@ from gavil.errors import ParamsError
 from gavil.models.embeddings import Cache
 from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
 from gavil.models.precision import cpu_native_bf16, flags_native_bf16, numerics_id, resolve, resolve_device
-from gavil.params import OcrParams, Params, parse_params
-from tests.helpers import IMAGES
+from gavil.params import Params, load_params, parse_params
+from gavil.params.models import ModelEntry
+from gavil.params.ocr import OcrParams
+from gavil.pipeline.registry import STAGES
+from tests.helpers import IMAGES, ROOT
 
 
 def test_cpu_flags_decide_native_bf16():
@@ -40,43 +43,60 @@ def test_cuda_without_a_gpu_is_a_params_error():
 def test_params_defaults_and_refusals():
     p = Params()
     assert (p.ocr.precision, p.ocr.device) == ("auto", "auto")  # the 200-image benchmark agreed
-    assert (p.score.precision, p.score.device) == ("fp32", "auto")  # the rival defines the benchmark
-    assert (p.evaluate.precision, p.evaluate.device) == ("fp32", "auto")
+    rival = p.models[p.score.model]
+    assert (rival.precision, rival.device) == ("fp32", "auto")  # the rival defines the benchmark
+    for name in p.evaluate.models:
+        assert (p.models[name].precision, p.models[name].device) == ("fp32", "auto")
     with pytest.raises(ParamsError, match="precision"):
         parse_params({"ocr": {"precision": "fp16"}})
-    with pytest.raises(ParamsError, match="device"):
-        parse_params({"score": {"device": "gpu"}})
+    with pytest.raises(ParamsError, match=r"models\.rival\.device"):
+        Params().replace(models={"rival": {"device": "gpu"}})
     # numerics change outputs: they are dvc params, not runtime knobs
-    for section in ("ocr", "score", "evaluate"):
-        keys = type(getattr(p, section)).output_keys()
+    for keys in (OcrParams.output_keys(), ModelEntry.output_keys()):
         assert "precision" in keys and "device" in keys
 
 
-def test_every_stage_that_embeds_lists_the_numerics_it_embeds_at():
-    """A stage whose outputs hold model embeddings re-runs when the precision or device they were
-    computed at changes: both keys of the section that gives its runtime options their numerics
-    (``RuntimeOptions.from_params``'s last argument) are DVC params."""
-    import ast
-    import inspect
+def _params_naming(p: Params, name: str) -> set[str]:
+    """The stages whose dvc.yaml params hold ``models.<name>.precision``."""
+    return {s.name for s in STAGES if f"models.{name}.precision" in s.param_keys(p)}
 
-    from gavil.pipeline import registry as pipeline
 
-    for spec in pipeline.STAGES:
-        module = __import__(f"stages.{spec.name}", fromlist=["_"])
-        tree = ast.parse(inspect.getsource(module))
-        sections = {  # RuntimeOptions.from_params(params.score[, params.<numerics>]): the last one's numerics
-            node.args[-1].attr
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
-            and getattr(node.func, "attr", None) == "from_params"
-            and getattr(node.func.value, "id", None) == "RuntimeOptions"
-            and node.args
-            and isinstance(node.args[-1], ast.Attribute)
-            and getattr(node.args[-1].value, "id", None) == "params"
-        }
-        for section in sections:
-            for key in ("precision", "device"):
-                assert f"{section}.{key}" in spec.param_keys, (spec.name, f"{section}.{key}")
+def test_each_model_setting_is_a_param_of_exactly_the_stages_that_use_the_model():
+    """The numerics a stage embeds at are its own model entry's: the shipped rival's precision is a
+    param of the stages that run the rival and of no other (evaluate runs its own clip-rn50 entry)."""
+    p = load_params(ROOT / "params.yaml")
+    assert _params_naming(p, "rival") == {"score_candidates", "adversarial_filter"}
+    assert _params_naming(p, "clip-rn50") == {"evaluate"}
+    device = {s.name for s in STAGES if "models.text-minilm-l6.device" in s.param_keys(p)}
+    assert device == {"adversarial_filter", "aflite", "evaluate"}
+    export = next(s for s in STAGES if s.name == "export").param_keys(p)  # the dataset card names the rival
+    assert [k for k in export if k.startswith("models.")] == ["models.rival.model", "models.rival.pretrained"]
+
+
+def test_aflite_can_run_bf16_without_touching_the_rivals_scores():
+    """aflite names its own entry: giving it a bf16 model changes aflite's params and runtime options,
+    while score_candidates' params and the rival's numerics stay as they were."""
+    shipped = load_params(ROOT / "params.yaml")
+    bf16 = shipped.replace(
+        models={"clip-bf16": {"kind": "open_clip", "model": "RN50", "pretrained": "openai", "precision": "bf16"}},
+        aflite={"model": "clip-bf16"},
+    )
+    by_name = {s.name: s for s in STAGES}
+    assert "models.clip-bf16.precision" in by_name["aflite"].param_keys(bf16)
+    assert "models.text-minilm-l6.kind" not in by_name["aflite"].param_keys(bf16)
+    for name in ("score_candidates", "adversarial_filter", "evaluate", "export"):
+        assert by_name[name].param_keys(bf16) == by_name[name].param_keys(shipped), name
+    assert RuntimeOptions.of(bf16.models[bf16.aflite.model]).precision == "bf16"
+    assert RuntimeOptions.of(bf16.models[bf16.score.model]).precision == "fp32"
+
+
+def test_a_reference_to_an_unknown_model_names_the_entries():
+    with pytest.raises(ParamsError) as e:
+        parse_params({"aflite": {"model": "text-minilm"}})
+    assert "aflite.model" in str(e.value) and "did you mean text-minilm-l6?" in str(e.value)
+    assert "rival, clip-rn50" in str(e.value) and len(str(e.value).splitlines()) == 1
+    with pytest.raises(ParamsError, match=r"score\.model: models\.text-mpnet is kind text; it must be kind: open_clip"):
+        parse_params({"score": {"model": "text-mpnet"}})
 
 
 def test_ocr_cache_engine_names_the_numerics():

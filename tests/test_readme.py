@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gavil.pipeline.registry import STAGES
-from tests.helpers import FAST_AFLITE, ROOT, mini_project
+from tests.helpers import FAST_AFLITE, ROOT, mini_project, no_downloads
 
 README = (ROOT / "README.md").read_text()
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))}
@@ -56,7 +56,7 @@ def built(tmp_path_factory) -> Path:
 
     d = mini_project(tmp_path_factory.mktemp("readme"), MINI_IMAGES)
     params = yaml.safe_load((d / "params.yaml").read_text())
-    params["score"]["allow_download"] = False
+    no_downloads(params)
     params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
     params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
     params["evaluate"]["models"] = []  # evaluation tables hold the release's stored predictions only: fast

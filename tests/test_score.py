@@ -9,7 +9,8 @@ from gavil.errors import ParamsError
 from gavil.io import validate
 from gavil.models.embeddings import Cache, predict, score_instances
 from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
-from gavil.params import ScoreParams, parse_params
+from gavil.params import Params, parse_params
+from gavil.params.models import ModelEntry
 from schemas.scores import Scores
 from stages.score_candidates import with_model_columns
 
@@ -155,7 +156,7 @@ def test_bad_params_are_errors(tmp_path):
     with pytest.raises(ParamsError, match="unknown for RN50"):
         load_model(ModelSpec("x", "open_clip", "RN50", "no-such-tag"), P)
     with pytest.raises(ParamsError, match="set 'pretrained'"):
-        ModelSpec.from_params({"name": "x", "kind": "open_clip", "model": "RN50"})
+        parse_params({"models": {"x": {"kind": "open_clip", "model": "RN50"}}})
 
 
 @pytest.mark.slow
@@ -265,25 +266,14 @@ def test_require_weights_fails_the_stage_instead_of_writing_no_weights(in_tmp, m
         ),
         "ocr",
     )
-    params = {
-        "score": {
-            "model": "RN50",
-            "pretrained": "openai",
-            "weights_path": None,
-            "cache_dir": str(in_tmp / "empty-cache"),
-            "allow_download": False,
-            "require_weights": True,
-            "batch_size": 8,
-            "threads": 1,
-            "loader_workers": 0,
-            "partition_size": 100,
-        }
-    }
+    rival = {"cache_dir": str(in_tmp / "empty-cache"), "allow_download": False, "batch_size": 8, "threads": 1}
+    params = Params().replace(
+        models={"rival": {**rival, "loader_workers": 0}}, score={"require_weights": True, "partition_size": 100}
+    )
     with pytest.raises(WeightsUnavailable, match="weights_path"):
-        score_candidates.run(parse_params(params))
+        score_candidates.run(params)
     assert not (in_tmp / catalog.entry("scores").path).exists()  # nothing half-written
-    params["score"]["require_weights"] = False
-    metrics = score_candidates.run(parse_params(params))
+    metrics = score_candidates.run(params.replace(score={"require_weights": False}))
     assert metrics["by_status"] == {"no_weights": 1} and "weights_path" in metrics["message"]
 
 
@@ -330,21 +320,10 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
         "ocr",
     )
     assert n == 3
-    params = {
-        "score": {
-            "model": "RN50",
-            "pretrained": "openai",
-            "weights_path": None,
-            "cache_dir": None,
-            "allow_download": False,
-            "require_weights": True,
-            "batch_size": 8,
-            "threads": 1,
-            "loader_workers": 0,
-            "partition_size": 4,
-        }
-    }
-    params = parse_params(params)
+    params = Params().replace(
+        models={"rival": {"allow_download": False, "batch_size": 8, "threads": 1, "loader_workers": 0}},
+        score={"require_weights": True, "partition_size": 4},
+    )
 
     parts = score_candidates.plan(params)
     by_path = sorted((sha[c], f"/imgs/{c}.png") for c in concepts)
@@ -375,10 +354,10 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
 
 
 def test_omp_num_threads_caps_the_model_threads(monkeypatch):
-    """A Dask worker's OMP_NUM_THREADS (its share of the cores) caps score.threads; unset or junk: params rule."""
-    p = ScoreParams(cache_dir=None, allow_download=False, batch_size=8, threads=2)
+    """A Dask worker's OMP_NUM_THREADS (its share of the cores) caps a models entry's threads; unset or junk: params rule."""
+    p = ModelEntry(kind="open_clip", model="RN50", pretrained="openai", allow_download=False, batch_size=8, threads=2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert RuntimeOptions.from_params(p).threads == 2
+    assert RuntimeOptions.of(p).threads == 2
     for env, expected in (("1", 1), ("8", 2), ("junk", 2), ("0", 2)):
         monkeypatch.setenv("OMP_NUM_THREADS", env)
-        assert RuntimeOptions.from_params(p).threads == expected, env
+        assert RuntimeOptions.of(p).threads == expected, env

@@ -72,7 +72,7 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
     """The game over the project in ``root`` (tables, store, rival); and sha256 -> image file.
 
     Args:
-        rival: a rival to use instead of loading the score section's model (tests, benchmarks).
+        rival: a rival to use instead of loading the ``game.rival_model`` entry (tests, benchmarks).
     """
     sets, paths = game_sets(root)
     if rival is None:

@@ -1,4 +1,5 @@
-"""The rival model the spymaster plays against: the ``score`` section's open_clip model with
+"""The rival model the spymaster plays against: the ``models`` entry ``game.rival_model`` names
+(``rival``, the benchmark's rival by default) with
 every game image embedded once at start-up (the pipeline's embedding cache is read first), so a
 prediction is one text embedding ("A/An cue", :func:`gavil.domain.winogavil.prompt_for_cue`) and a dot
 product. Without weights the rival is *absent* (``no_weights``: the game says so, fool-the-AI is
@@ -69,13 +70,13 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
     Never raises for missing weights: returns a ``no_weights`` rival whose message says how to
     provide them. Raises ParamsError for an unknown architecture or a missing weights file.
     """
-    s, g = params.score, params.game
-    random = g.rival_random_weights
+    g = params.game
+    s, random = params.models[g.rival_model], g.rival_random_weights
     spec = ModelSpec(
         "rival", "open_clip", s.model, None if random else s.pretrained, None if random else s.weights_path
     )
     try:
-        model = load_model(spec, RuntimeOptions.from_params(s))
+        model = load_model(spec, RuntimeOptions.of(s))
     except WeightsUnavailable as e:
         return Rival(
             "no_weights",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -38,7 +38,7 @@ from gavil.io import sha256_file
 from gavil.progress import progress
 
 if TYPE_CHECKING:
-    from gavil.params import EvaluateParams, ModelEntry, ScoreParams
+    from gavil.params.models import ModelEntry
 
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -60,18 +60,9 @@ class ModelSpec:
     weights_path: str | None = None
 
     @staticmethod
-    def from_params(entry: Mapping[str, Any] | ModelEntry) -> ModelSpec:
-        """Build from an ``evaluate.models`` entry (typed, or a mapping as written); raises
-        ParamsError for missing keys or an unknown kind."""
-        d = entry if isinstance(entry, Mapping) else entry.as_dict()
-        for key in ("name", "kind", "model"):
-            if key not in d:
-                raise ParamsError(f"model entry {d!r} needs '{key}'")
-        if d["kind"] not in KINDS:
-            raise ParamsError(f"model {d['name']!r}: kind must be one of {KINDS}")
-        if d["kind"] == "open_clip" and "pretrained" not in d:
-            raise ParamsError(f"model {d['name']!r}: set 'pretrained' (a tag, or null for random weights explicitly)")
-        return ModelSpec(d["name"], d["kind"], d["model"], d.get("pretrained"), d.get("weights_path"))
+    def of(name: str, entry: ModelEntry) -> ModelSpec:
+        """The model of ``models`` entry ``name`` (``params.models[name]``), labelled ``name``."""
+        return ModelSpec(name, entry.kind, entry.model, entry.pretrained, entry.weights_path)
 
 
 @dataclass(frozen=True)
@@ -114,19 +105,17 @@ class RuntimeOptions:
     device: str = "cpu"  # params value: auto | cpu | cuda
 
     @staticmethod
-    def from_params(p: ScoreParams, numerics: EvaluateParams | None = None) -> RuntimeOptions:
-        """From the typed ``score`` params (``threads`` capped by :func:`thread_cap`: torch intra-op
-        threads); precision and device from ``numerics`` (the ``evaluate`` section) when given."""
+    def of(entry: ModelEntry) -> RuntimeOptions:
+        """How ``models`` entry ``entry`` runs (``threads`` capped by :func:`thread_cap`: torch intra-op threads)."""
         cap = thread_cap()
-        n = numerics or p
         return RuntimeOptions(
-            cache_dir=p.cache_dir,
-            allow_download=p.allow_download,
-            batch_size=p.batch_size,
-            threads=min(p.threads, cap) if cap else p.threads,
-            loader_workers=p.loader_workers,
-            precision=n.precision,
-            device=n.device,
+            cache_dir=entry.cache_dir,
+            allow_download=entry.allow_download,
+            batch_size=entry.batch_size,
+            threads=min(entry.threads, cap) if cap else entry.threads,
+            loader_workers=entry.loader_workers,
+            precision=entry.precision,
+            device=entry.device,
         )
 
 
@@ -266,7 +255,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         if source is None:
             if not opt.allow_download:
                 raise WeightsUnavailable(
-                    f"no cached {model_name}/{tag} weights and score.allow_download is false. "
+                    f"no cached {model_name}/{tag} weights and its models entry has allow_download: false. "
                     + how_to_provide(model_name, tag)
                 )
             why = _reachable(model_name, tag)

@@ -5,14 +5,12 @@ and in README "Adversarial filtering (SWAG)" / "AfLite (WinoGrande)"."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from gavil.params.base import Fraction, NonNegInt, PosInt, Section
-from gavil.params.sections import ModelEntry
 
-TEXT_MODEL = ModelEntry(name="text-minilm-l6", kind="text", model="all-MiniLM-L6-v2")
 AfMember = Literal["text", "rival"]
 #: m or k: an absolute number of instances (an int >= 1) or a fraction of them (0 < x < 1).
 Size = Annotated[int, Field(ge=1)] | Annotated[float, Field(gt=0, lt=1)]
@@ -24,8 +22,11 @@ def resolve_size(v: int | float, n: int) -> int:
 
 
 class AdversarialFilterParams(Section):
-    members: list[AfMember] = ["text", "rival"]  # feature sources; "rival" = score.model (needs weights)
-    text_model: ModelEntry = TEXT_MODEL  # the text model on candidate names (offline)
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {"text_model": None, "rival_model": "open_clip"}
+
+    members: list[AfMember] = ["text", "rival"]  # feature sources: text = text_model, rival = rival_model
+    text_model: str = "text-minilm-l6"  # models entry embedding candidate names (offline)
+    rival_model: str = "rival"  # models entry of the rival member (needs weights)
     pool_size: PosInt = 1023  # SWAG: N- = 1023 negatives per context
     replacements: PosInt = 2  # SWAG: N_easy = 2 replacements per context per iteration
     test_fraction: Fraction = 0.2  # SWAG: 80/20 train/test split each iteration
@@ -44,7 +45,9 @@ class AdversarialFilterParams(Section):
 
 
 class AfliteParams(Section):
-    model: ModelEntry = TEXT_MODEL  # precomputed embeddings (WinoGrande: RoBERTa fine-tuned on a held-out slice)
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {"model": None}
+
+    model: str = "text-minilm-l6"  # models entry: precomputed embeddings (WinoGrande: RoBERTa fine-tuned)
     n_classifiers: PosInt = 64  # WinoGrande: n = 64 linear classifiers per phase
     train_size: Size = 0.3409  # m: WinoGrande 15,000 of 44,000 instances (an int = absolute)
     cutoff: Size = 0.0114  # k: WinoGrande 500 of 44,000 removed per phase (an int = absolute)

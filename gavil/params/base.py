@@ -1,11 +1,12 @@
 """The building blocks of params sections: :class:`Section` (strict, frozen, unknown keys refused),
 the unit types (:data:`Percent`, :data:`Fraction`, ...) and :func:`runtime_field` for knobs that do not
-change outputs. Re-exported by :mod:`gavil.params`; see its docstring for the rules."""
+change outputs, and :attr:`Section.MODEL_REFS` for fields naming ``models`` entries. See
+:mod:`gavil.params` for the rules."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -46,6 +47,19 @@ class Section(BaseModel):
     """Base of every section: strict types, unknown keys refused, immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    #: Its fields that name entries of the ``models`` section (a name or a list of names) -> the
+    #: kind those entries must be (None: any). Checked by :func:`gavil.params.parse_params`;
+    #: ``dvc.yaml`` adds the named entries' keys to the params of the stages that read the section.
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {}
+
+    def model_names(self, field: str | None = None) -> list[str]:
+        """The ``models`` entries it names (in ``field``, else in all of :attr:`MODEL_REFS`), in order."""
+        names: list[str] = []
+        for f in [field] if field else self.MODEL_REFS:
+            v = getattr(self, f)
+            names += [v] if isinstance(v, str) else list(v)
+        return list(dict.fromkeys(names))
 
     @classmethod
     def output_keys(cls) -> list[str]:

@@ -6,7 +6,7 @@ Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the s
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
@@ -37,6 +37,8 @@ class BonusTier(Section):
 
 
 class GameParams(Section):
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {"rival_model": "open_clip"}
+
     # the folder of the game's SQLite store (game.sqlite, with its WAL files): a DVC dependency of
     # import_annotations, so `dvc repro` folds new game data in
     store_dir: str = "data/game"
@@ -48,7 +50,9 @@ class GameParams(Section):
     identity: Literal["invitation", "shared_code"] = runtime_field("invitation")
     join_code_env: str = runtime_field("GAVIL_GAME_JOIN_CODE")  # the shared code (identity: shared_code)
     admin_token_env: str = runtime_field("GAVIL_GAME_ADMIN_TOKEN")  # pause, export, raw submissions
-    # the rival model is the score section's; true: random weights (labelled untrained everywhere)
+    # the models entry of the game's rival (open_clip); the benchmark's rival is score.model
+    rival_model: str = runtime_field("rival")
+    # true: the rival with random weights (labelled untrained everywhere)
     rival_random_weights: bool = runtime_field(False)
     submissions_per_minute: PosInt = runtime_field(30)  # per session and per account; more are refused (HTTP 429)
     # throttles checked before any work (HTTP 429 + Retry-After), moving windows in `limits` notation:

@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gavil.params.base import Fraction, PosInt, Section
-from gavil.params.sections import ModelEntry
 
 
 class SupervisedParams(Section):
@@ -27,27 +26,26 @@ class SupervisedParams(Section):
 
 
 class PaperParams(Section):
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {"text_models": "text"}
+
     release_dir: str = "data/sample/winogavil"
     captions_file: str = "ofa_image_caption_predictions.csv"
     association_types_file: str = "model_analysis_on_different_association_types.csv"
-    text_models: list[ModelEntry] = [
-        ModelEntry(name="text-minilm-l6", kind="text", model="all-MiniLM-L6-v2"),
-        ModelEntry(name="text-mpnet", kind="text", model="all-mpnet-base-v2"),
-    ]
+    text_models: list[str] = ["text-minilm-l6", "text-mpnet"]  # models entries of kind text (Table 7)
     tie_break: Literal["stable", "datacomp"] = "stable"
     supervised: SupervisedParams = SupervisedParams()
 
     @field_validator("text_models")
     @classmethod
-    def _text_only(cls, v: list[ModelEntry]) -> list[ModelEntry]:
-        bad = [m.name for m in v if m.kind != "text"]
-        if bad:
-            raise ValueError(f"paper.text_models must be kind: text; not {bad}")
+    def _unique(cls, v: list[str]) -> list[str]:
+        dup = sorted({n for n in v if v.count(n) > 1})
+        if dup:
+            raise ValueError(f"model names must be unique; repeated: {dup}")
         return v
 
     @model_validator(mode="after")
     def _known_supervised_models(self) -> PaperParams:
-        unknown = sorted(set(self.supervised.models) - {m.name for m in self.text_models})
+        unknown = sorted(set(self.supervised.models) - set(self.text_models))
         if unknown:
             raise ValueError(f"paper.supervised.models {unknown} are not names in paper.text_models")
         return self

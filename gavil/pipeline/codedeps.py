@@ -10,6 +10,12 @@ that shapes what a stage sees or writes is a dependency of every stage
 and methods run inside the stage) even where the stage imports it for annotations only, and
 :mod:`gavil.pipeline.metrics` shapes the metrics files the runner writes for it.
 
+Params by section: the loader (:data:`PARAMS_LOADER`) imports every section's module to assemble
+``Params``, but a stage sees only the values of the sections it reads, so the loader's imports of
+section modules are not followed; instead each stage depends on the modules of the sections in
+its :attr:`~gavil.pipeline.registry.StageSpec.sections` (``models`` included where it names a
+model). Editing the ``game`` section's module re-runs only the stage that reads ``game.store_dir``.
+
 The schema modules of the tables a stage reads and writes are added too: the catalog names
 models as strings (``"schemas.ocr:Ocr"``) and imports them only when a table is read.
 """
@@ -30,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gavil", "stages", "schemas", "flows")
 #: Modules the runner executes for every stage (params parsing): code deps of every stage.
 RUNNER_MODULES = ("gavil.params", "gavil.pipeline.metrics")
+#: The params loader: its imports of ``gavil.params.<section>`` modules are not followed (see above),
+#: except :data:`PARAMS_SHARED`, the building blocks every section uses.
+PARAMS_LOADER = "gavil.params"
+PARAMS_SHARED = ("gavil.params.base",)
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -98,7 +108,7 @@ def closure(module: str, root: Path = ROOT) -> list[str]:
         raise ModuleNotFoundError(f"{module} is not a module of this tree")
     seen: set[Path] = set()
     todo = [start]
-    if start.name == "__init__.py":  # a package stage: all of its modules
+    if start.name == "__init__.py" and module.startswith("stages."):  # a package stage: all of its modules
         todo += sorted(start.parent.rglob("*.py"))
     while todo:
         f = todo.pop()
@@ -111,15 +121,28 @@ def closure(module: str, root: Path = ROOT) -> list[str]:
             init = module_file(".".join(parts[:i]), root)
             if init is not None:
                 todo.append(init)
-        todo += [p for m in imports_of(f, root) if (p := module_file(m, root)) is not None]
+        todo += [p for m in imports_of(f, root) if not _section_of_loader(name, m) and (p := module_file(m, root))]
     return sorted(str(p.relative_to(root)) for p in seen)
 
 
+def _section_of_loader(importer: str, module: str) -> bool:
+    """Whether ``module`` is a section module imported by the params loader (not followed)."""
+    return importer == PARAMS_LOADER and module.startswith(f"{PARAMS_LOADER}.") and module not in PARAMS_SHARED
+
+
+def section_modules(spec: StageSpec) -> list[str]:
+    """The modules of the params sections stage ``spec`` reads."""
+    from gavil.params import SECTIONS
+
+    return list(dict.fromkeys(SECTIONS[sec].__module__ for sec in spec.sections))
+
+
 def code_deps(spec: StageSpec, root: Path = ROOT) -> list[str]:
-    """The source files stage ``spec`` depends on: its module's import closure plus the schema
-    modules (and their closures) of the tables it reads and writes."""
+    """The source files stage ``spec`` depends on: its module's import closure, the runner's
+    modules, the modules of the params sections it reads, plus the schema modules (and their
+    closures) of the tables it reads and writes."""
     files = set(closure(f"stages.{spec.name}", root))
-    for module in RUNNER_MODULES:
+    for module in (*RUNNER_MODULES, *section_modules(spec)):
         files |= set(closure(module, root))
     for name in (*spec.reads, *spec.writes):
         e = catalog.entry(name)

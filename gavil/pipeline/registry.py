@@ -4,7 +4,8 @@
 committed file drifts) without importing any stage module: paths come from the catalog
 (:mod:`gavil.pipeline.catalog`), code dependencies from each stage's import closure
 (:mod:`gavil.pipeline.codedeps`), params from the typed sections (:mod:`gavil.params`, runtime knobs
-left out). ``gavil stage NAME`` runs a stage for DVC, and the Prefect flow (:mod:`flows.build`)
+left out) and, for the ``models`` entries a section names, from ``params.yaml`` (so ``gavil stage``
+refuses to run when the committed ``dvc.yaml`` lists other entries than the params name now). ``gavil stage NAME`` runs a stage for DVC, and the Prefect flow (:mod:`flows.build`)
 runs the very same ``run_stage`` / ``plan_stage`` / ``work_stage`` / ``reduce_stage`` calls as
 tasks in DAG order. While a stage runs, the catalog refuses reads and writes its spec does not
 declare, so the DAG written here is the DAG the code follows.
@@ -12,11 +13,19 @@ declare, so the DAG written here is the DAG the code follows.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gavil.errors import GavilError
 from gavil.params import SECTIONS
 from gavil.pipeline import catalog
+
+if TYPE_CHECKING:
+    from gavil.params import Params
+
+#: ``models[<section>.<field>].<key>``: one key of the ``models`` entry that ``<section>.<field>`` names.
+MODEL_KEY = re.compile(r"models\[(\w+)\.(\w+)\]\.(\w+)")
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,9 @@ class StageSpec:
     name: str
     reads: tuple[str, ...] = ()  # catalog names it reads (another stage's outputs)
     writes: tuple[str, ...] = ()  # catalog names it writes (it may also read them: caches)
-    params: tuple[str, ...] = ()  # params.yaml sections, or section.key, it depends on
+    # params.yaml sections, section.key, or models[section.field].key it depends on; a whole section
+    # brings the models entries its MODEL_REFS fields name (all their written output keys)
+    params: tuple[str, ...] = ()
     external: tuple[str, ...] = ()  # input paths outside the catalog (may use ${section.key})
     partitioned: bool = False
     network: bool = field(default=False)  # may fetch over the network: retried by the flow
@@ -38,15 +49,38 @@ class StageSpec:
         return catalog.metrics_path(self.name)
 
     @property
-    def param_keys(self) -> list[str]:
-        """The params it depends on, key by key, runtime knobs left out (``dvc.yaml`` params)."""
+    def sections(self) -> list[str]:
+        """The params sections it reads (``models`` where it names a model), in order."""
+        out: list[str] = []
+        for p in self.params:
+            sec = self._section(p)
+            names_models = MODEL_KEY.fullmatch(p) or (p == sec and getattr(SECTIONS[sec], "MODEL_REFS", None))
+            out += [sec, "models"] if names_models else [sec]
+        return list(dict.fromkeys(out))
+
+    def _section(self, p: str) -> str:
+        ref = MODEL_KEY.fullmatch(p)
+        sec = ref.group(1) if ref else p.partition(".")[0]
+        if sec not in SECTIONS:
+            raise GavilError(f"stage {self.name}: params names unknown section {sec!r}")
+        return sec
+
+    def param_keys(self, params: Params) -> list[str]:
+        """The params it depends on, key by key, runtime knobs left out (``dvc.yaml`` params); the
+        ``models`` entries its sections name are resolved in ``params`` (``params.yaml``)."""
         keys: list[str] = []
         for p in self.params:
-            sec, _, key = p.partition(".")
-            if sec not in SECTIONS:
-                raise GavilError(f"stage {self.name}: params names unknown section {sec!r}")
-            keys += [p] if key else [f"{sec}.{k}" for k in SECTIONS[sec].output_keys()]
-        return keys
+            ref, sec, key = MODEL_KEY.fullmatch(p), self._section(p), p.partition(".")[2]
+            if ref:
+                name = getattr(getattr(params, ref.group(1)), ref.group(2))
+                keys.append(f"models.{name}.{ref.group(3)}")
+            elif key:
+                keys.append(p)
+            else:
+                section = getattr(params, sec)
+                keys += [f"{sec}.{k}" for k in type(section).output_keys()]
+                keys += [k for name in section.model_names() for k in params.models.output_keys(name)]
+        return list(dict.fromkeys(keys))
 
 
 STAGES: tuple[StageSpec, ...] = (
@@ -92,16 +126,7 @@ STAGES: tuple[StageSpec, ...] = (
         "adversarial_filter",
         reads=("swow_instances", "embeddings", "edges", "ocr", "image_store"),
         writes=("af_instances", "af_replacements", "af_iterations", "af_embeddings", "plot_af"),
-        params=(
-            "adversarial_filter",
-            "score.model",
-            "score.pretrained",
-            "score.weights_path",
-            "score.cache_dir",
-            "score.allow_download",
-            "score.precision",  # the rival member's embeddings are computed at these numerics
-            "score.device",
-        ),
+        params=("adversarial_filter",),  # with its text_model and rival_model entries
     ),
     StageSpec(
         "import_annotations",
@@ -128,8 +153,7 @@ STAGES: tuple[StageSpec, ...] = (
         "aflite",
         reads=("selection", "ocr", "image_store"),
         writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
-        # its model loads with score's runtime options: their numerics change the embeddings
-        params=("aflite", "score.cache_dir", "score.allow_download", "score.precision", "score.device"),
+        params=("aflite",),  # with its model's entry (its numerics change the embeddings)
     ),
     StageSpec(
         "export",
@@ -143,7 +167,14 @@ STAGES: tuple[StageSpec, ...] = (
             "dataset_dir",
             "benchmark_dataset",
         ),
-        params=("export", "select.min_solver_jaccard", "score.model", "score.pretrained"),  # the dataset card
+        # the dataset card names the threshold and the rival
+        params=(
+            "export",
+            "select.min_solver_jaccard",
+            "score.model",
+            "models[score.model].model",
+            "models[score.model].pretrained",
+        ),
     ),
     StageSpec(
         "evaluate",
@@ -159,7 +190,7 @@ STAGES: tuple[StageSpec, ...] = (
             "paper_md",
             "cue_image_pairs",
         ),
-        params=("evaluate", "paper", "score.cache_dir", "score.allow_download"),
+        params=("evaluate", "paper"),  # with the entries of evaluate.models and paper.text_models
         external=(
             "${evaluate.release_predictions_dir}",
             "${paper.release_dir}/${paper.captions_file}",

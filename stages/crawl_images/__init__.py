@@ -13,7 +13,7 @@ threads (:mod:`.icrawler_glue`):
   ``{concept}``), its images in page order (``<img src>``, relative ones resolved, then links to
   image files).
 - ``google`` is refused with a clear message (icrawler's Google parser is broken upstream;
-  :class:`gavil.params.CrawlParams` refuses it).
+  :class:`gavil.params.crawl.CrawlParams` refuses it).
 
 The paper (§2.1) kept the top-ranked search result that passed its filters. Here every candidate
 is downloaded and validated; ``ocr_filter`` then walks the *kept* candidates in rank order and

@@ -1,7 +1,7 @@
 """The crawl's runtime configuration: :class:`CrawlConfig`, built from the typed ``crawl`` params.
 
 Validation (known source, ``google`` refused, ``top_n >= 1``, a ``{concept}`` placeholder in
-``greedy.url_template`` ...) happens once, in :class:`gavil.params.CrawlParams`; this module only
+``greedy.url_template`` ...) happens once, in :class:`gavil.params.crawl.CrawlParams`; this module only
 flattens the section into what the crawl code reads.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from gavil.domain.vocabulary import CrawlSource
 
 if TYPE_CHECKING:
-    from gavil.params import CrawlParams
+    from gavil.params.crawl import CrawlParams
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Stage 10, ``evaluate``: zero-shot evaluation of any models on the selected benchmark.
 
-For every model in ``evaluate.models`` (open_clip architectures with a tag or weights file, or
-the text-only baseline that compares the cue with the candidates' *names*) and every selected
+For every model ``evaluate.models`` names (``models`` entries, each at its own precision and
+device: open_clip architectures with a tag or weights file, or the text-only baseline that
+compares the cue with the candidates' *names*) and every selected
 instance (game and SWOW baseline): top-K prediction and Jaccard, as in
 :mod:`gavil.models.embeddings`. Then, as in the paper's Table 4: mean Jaccard x100 by number of
 candidates (5, 6, 10, 12) and by the groups 5-6 and 10-12, each with a 95 % percentile bootstrap
@@ -270,8 +271,7 @@ def run(params: Params) -> Metrics:
     Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
     check (computed vs published), cached embeddings."""
     p = params.evaluate
-    specs = [ModelSpec.from_params(m) for m in p.models]
-    opt = RuntimeOptions.from_params(params.score, params.evaluate)
+    specs = [ModelSpec.of(name, params.models[name]) for name in p.models]
     selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
     images = accepted_images(catalog.read_table("ocr"))
@@ -282,7 +282,7 @@ def run(params: Params) -> Metrics:
     )
     for spec in specs:
         try:
-            model, reason = load_model(spec, opt), None
+            model, reason = load_model(spec, RuntimeOptions.of(params.models[spec.name])), None
         except WeightsUnavailable as e:
             model, reason = None, str(e)
             print(
@@ -311,7 +311,7 @@ def run(params: Params) -> Metrics:
         )
     release_dir = Path(p.release_predictions_dir) if p.release_predictions_dir else None  # "": no release
     release = release_predictions(release_dir)
-    text_frames, text_meta = paper.text_rows(params, inst, cache, opt, rand)  # Table 7 rows (names, captions)
+    text_frames, text_meta = paper.text_rows(params, inst, cache, rand)  # Table 7 rows (names, captions)
     pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
@@ -343,7 +343,7 @@ def run(params: Params) -> Metrics:
     metrics: Metrics = {
         "instances": len(inst),
         "models": models,
-        "paper": paper.analyses(params, selection, inst, pred, cache, opt, text_meta, models),
+        "paper": paper.analyses(params, selection, inst, pred, cache, text_meta, models),
         "release_check": {
             "computed": release_check,
             "published": RELEASE_EXPECTED,

@@ -37,15 +37,15 @@ SPLIT_FILES = {
 
 
 def text_rows(
-    params: Params, inst: pd.DataFrame, cache: Cache, opt: RuntimeOptions, rand: np.ndarray
+    params: Params, inst: pd.DataFrame, cache: Cache, rand: np.ndarray
 ) -> tuple[list[pd.DataFrame], dict[str, Any]]:
     """Prediction frames of the Table 7 text baselines and what :func:`analyses` needs about them."""
     p = params.paper
     # paper.release_dir "": a project without the release (no captions: caption rows say so)
     caps = captions.load_captions(Path(p.release_dir) / p.captions_file) if p.release_dir else {}
     frames, model_ids, status, text_keys = [], {}, {}, {}
-    for entry in p.text_models:
-        spec = ModelSpec.from_params(entry)
+    for name in p.text_models:
+        spec, opt = ModelSpec.of(name, params.models[name]), RuntimeOptions.of(params.models[name])
         model: LoadedModel | None
         try:
             model, reason = load_model(spec, opt), ""
@@ -85,16 +85,14 @@ def _embedder(spec: ModelSpec, opt: RuntimeOptions) -> Callable[[list[Any]], np.
     return embed
 
 
-def _supervised(
-    params: Params, inst: pd.DataFrame, cache: Cache, opt: RuntimeOptions, meta: dict[str, Any]
-) -> dict[str, Any]:
+def _supervised(params: Params, inst: pd.DataFrame, cache: Cache, meta: dict[str, Any]) -> dict[str, Any]:
     s = params.paper.supervised
     out: dict[str, Any] = {}
     caps = meta["captions"]
-    for entry in params.paper.text_models:
-        if entry.name not in s.models:
+    for name in params.paper.text_models:
+        if name not in s.models:
             continue
-        spec = ModelSpec.from_params(entry)
+        spec, opt = ModelSpec.of(name, params.models[name]), RuntimeOptions.of(params.models[name])
         if meta["status"].get(captions.model_label(spec.name, "names")) != "ok":
             out[spec.name] = {"status": "no_weights"}
             continue
@@ -147,7 +145,6 @@ def analyses(
     inst: pd.DataFrame,
     pred: pd.DataFrame,
     cache: Cache,
-    opt: RuntimeOptions,
     meta: dict[str, Any],
     table4: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
@@ -168,9 +165,10 @@ def analyses(
         else association_types.no_types()
     )
     t6 = association_types.analyse(types, selection, pred)
-    oc = [(m.name, m.model, m.pretrained) for m in params.evaluate.models if m.kind == "open_clip"]
+    entries = {n: params.models[n] for n in params.evaluate.models}
+    oc = [(n, m.model, m.pretrained) for n, m in entries.items() if m.kind == "open_clip"]
     refs = published.reference_rows(oc)
-    t5 = _supervised(params, inst, cache, opt, meta) if p.supervised.enabled else {}
+    t5 = _supervised(params, inst, cache, meta) if p.supervised.enabled else {}
     pairs = export_pairs(selection)
     md = [
         "# The paper's other tables, recomputed\n",

@@ -1,0 +1,25 @@
+"""Params section ``ocr`` (stage ``ocr_filter``): the text-image rejection rule (percent and fraction
+thresholds) and the OCR model's numerics."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from gavil.params.base import Device, Fraction, Percent, PosInt, Precision, Section, runtime_field
+
+
+class OcrParams(Section):
+    canvas_size: Annotated[int, Field(ge=32)] = 640
+    match_threshold: Percent = 80
+    min_confidence: Fraction = 0.3
+    min_word_len: PosInt = 4
+    # numerics (gavil/models/precision.py): both change the detections, so both are in the cache key
+    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively). auto: bf16 made the same
+    # decisions as fp32 and as readtext on all 200 images of benchmarks/ocr.py, 2.8x faster
+    # (README "Precision and device")
+    precision: Precision = "auto"
+    device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
+    batch_size: PosInt = runtime_field(8)
+    partition_size: PosInt = runtime_field(500)
