@@ -12,7 +12,7 @@ lists, for each stage, the keys of the entries its sections name (the keys writt
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import RootModel, field_validator, model_validator
 
@@ -115,5 +115,6 @@ class ModelsParams(RootModel[dict[str, ModelEntry]]):
         """``models.<name>.<key>`` for the output keys written in entry ``name``."""
         return [f"models.{name}.{k}" for k in self.root[name].written_output_keys()]
 
-    def as_data(self) -> dict[str, Any]:
+    def as_data(self) -> dict[str, dict[str, object]]:
+        """The entries as written (keys left out of an entry stay out), for re-validation."""
         return {n: e.model_dump(exclude_unset=True) for n, e in self.root.items()}
