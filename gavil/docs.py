@@ -27,7 +27,7 @@ from pydantic import BaseModel, RootModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
-from gavil.params import Params, parse_params
+from gavil.params import Params, inner_model, parse_params
 from gavil.pipeline import catalog
 from gavil.pipeline.registry import STAGES, StageSpec, upstream
 
@@ -138,16 +138,6 @@ def _split_comment(s: str) -> tuple[str, str]:
     return s, ""
 
 
-def _inner_model(tp: Any) -> type[BaseModel] | None:
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return tp
-    for arg in get_args(tp):
-        found = _inner_model(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _meta(m: Any) -> str:
     """One piece of field metadata as text: bounds (``≥ 1``) or a named validator (``percent``)."""
     for attr, sign in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("min_length", "min length")):
@@ -201,12 +191,12 @@ def param_rows(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, 
     A list of models is walked as ``key[].field``, a dict of models as ``key.<name>.field``."""
     for name, f in model.model_fields.items():
         if issubclass(model, RootModel):  # a mapping section (``models``): its entries' fields, by ``<name>``
-            inner = _inner_model(f.annotation)
+            inner = inner_model(f.annotation)
             if inner is not None:
                 yield from param_rows(inner, f"{prefix}<name>.")
             continue
         key = f"{prefix}{name}"
-        inner = _inner_model(f.annotation)
+        inner = inner_model(f.annotation)
         yield key, f, inner
         if inner is not None:
             origin = get_origin(f.annotation)
@@ -230,7 +220,7 @@ def params_reference(params_yaml: str) -> str:
                 deps.setdefault(f"models.<name>.{k.split('.', 2)[2]}", []).append(s.name)
     out: list[str] = []
     for section, f in Params.model_fields.items():
-        model = _inner_model(f.annotation)
+        model = inner_model(f.annotation)
         assert model is not None, section
         out += [f"## `{section}`", ""]
         about = " ".join(x.rstrip(".") + "." for x in (comments.get(section, ""), _doc(model)) if x)

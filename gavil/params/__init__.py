@@ -99,12 +99,12 @@ SECTIONS: dict[str, type[BaseModel]] = {
 
 
 # ---------------------------------------------------------------------------------------------- parsing
-def _inner_model(tp: Any) -> type[BaseModel] | None:
+def inner_model(tp: Any) -> type[BaseModel] | None:
     """The pydantic model inside an annotation (``X``, ``list[X]``, ``dict[str, X]``, ``X | None``)."""
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp
     for arg in get_args(tp):
-        found = _inner_model(arg)
+        found = inner_model(arg)
         if found is not None:
             return found
     return None
@@ -121,11 +121,11 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if model is not None and isinstance(part, str) and part in model.model_fields:
             ann = model.model_fields[part].annotation
         else:  # a list index or a dict key: step into the container's element
-            ann = _inner_model(ann)
+            ann = inner_model(ann)
             if ann is None:
                 return None
-    found = _inner_model(ann)
-    return _inner_model(found.model_fields["root"].annotation) if found and issubclass(found, RootModel) else found
+    found = inner_model(ann)
+    return inner_model(found.model_fields["root"].annotation) if found and issubclass(found, RootModel) else found
 
 
 #: Keys of earlier params.yaml layouts that now live in a ``models:`` entry (the consumer names the entry).

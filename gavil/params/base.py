@@ -73,3 +73,11 @@ def refuse_unknown(unknown: set[str], known: set[str], where: str) -> None:
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
         hint = f"did you mean {where}.{close[0]}?" if close else f"valid keys: {', '.join(sorted(known))}"
         raise ValueError(f"unknown key {key!r}: {hint}")
+
+
+def unique_names(v: list[str]) -> list[str]:
+    """A list of models entry names, refused when a name repeats (a validator body)."""
+    dup = sorted({n for n in v if v.count(n) > 1})
+    if dup:
+        raise ValueError(f"model names must be unique; repeated: {dup}")
+    return v

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import field_validator
 
-from gavil.params.base import NonNegInt, Section
+from gavil.params.base import NonNegInt, Section, unique_names
 
 
 class EvaluateParams(Section):
@@ -21,7 +21,4 @@ class EvaluateParams(Section):
     @field_validator("models")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
-        dup = sorted({n for n in v if v.count(n) > 1})
-        if dup:
-            raise ValueError(f"model names must be unique; repeated: {dup}")
-        return v
+        return unique_names(v)

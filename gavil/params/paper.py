@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from gavil.params.base import Fraction, PosInt, Section
+from gavil.params.base import Fraction, PosInt, Section, unique_names
 
 
 class SupervisedParams(Section):
@@ -38,10 +38,7 @@ class PaperParams(Section):
     @field_validator("text_models")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
-        dup = sorted({n for n in v if v.count(n) > 1})
-        if dup:
-            raise ValueError(f"model names must be unique; repeated: {dup}")
-        return v
+        return unique_names(v)
 
     @model_validator(mode="after")
     def _known_supervised_models(self) -> PaperParams:
