@@ -99,7 +99,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
 
 
 # ---------------------------------------------------------------------------------------------- parsing
-def inner_model(tp: Any) -> type[BaseModel] | None:
+def inner_model(tp: object) -> type[BaseModel] | None:
     """The pydantic model inside an annotation (``X``, ``list[X]``, ``dict[str, X]``, ``X | None``)."""
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp
