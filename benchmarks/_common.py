@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gavil.pipeline.codedeps import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,9 +37,9 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 
 def copy_project(dest: Path, with_params: bool = True) -> Path:
-    """Copy the code (stages, schemas, flows), the embedded sample and dvc.yaml (and params.yaml)
+    """Copy the code (gavil, stages, schemas, flows), the embedded sample and dvc.yaml (and params.yaml)
     into ``dest``, a scratch project the benchmark may write ``data/`` into."""
-    for name in ("stages", "schemas", "flows", "data/sample"):
+    for name in (*PACKAGES, "data/sample"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml") if with_params else ("dvc.yaml",):
         shutil.copy(ROOT / name, dest / name)

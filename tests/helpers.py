@@ -10,6 +10,8 @@ import shutil
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+from gavil.pipeline.codedeps import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 RELEASE = SAMPLE / "winogavil"
@@ -42,7 +44,7 @@ def no_downloads(params: dict, **rival: object) -> dict:
 
 def mini_project(dest: Path, images: list[str]) -> Path:
     """A runnable copy of the project (code, dvc.yaml, params, release files) with a few images."""
-    for name in ("stages", "schemas", "flows"):
+    for name in PACKAGES:  # the code dvc.yaml names: gavil, stages, schemas, flows
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, dest / name)

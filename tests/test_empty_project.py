@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from gavil.pipeline import catalog
+from gavil.pipeline.codedeps import PACKAGES
 from gavil.pipeline.registry import STAGES
 from gavil.pipeline.runner import run_stage
 from tests.helpers import FAST_AFLITE, ROOT, no_downloads
@@ -27,7 +28,7 @@ INSTANCE_TABLES = ("af_instances", "instances", "solves", "selection", "predicti
 def empty_project(dest: Path) -> Path:
     """Code and params, a two-cue SWOW strength file, and nothing else: no images, no release
     files (their params set to ""), no raw batches, no game store, no model weights."""
-    for name in ("stages", "schemas", "flows"):
+    for name in PACKAGES:
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "dvc.yaml", dest / "dvc.yaml")
     for folder in ("data/in/images", "data/in/raw", "data/game"):
