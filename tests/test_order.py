@@ -383,7 +383,7 @@ def test_cache_ignores_vectors_of_another_recipe(tmp_path):
     from gavil.io import write_parquet
     from schemas.embeddings import EmbeddingCache
 
-    stale = np.ones(3, dtype="<f4") / np.sqrt(3)
+    stale = (np.ones(3) / np.sqrt(3)).astype("<f4")
     row = {"model": "m", "weights_id": "w|fp32-cpu", "kind": "text", "key": "moon", "dim": 3}
     write_parquet(pd.DataFrame([{**row, "vector": stale.tobytes()}]), tmp_path / "c.parquet", EmbeddingCache)
     cache = Cache([], tmp_path / "c.parquet")
@@ -404,10 +404,10 @@ def minilm():
 
 def test_a_text_vector_is_a_function_of_its_text_alone(minilm):
     words = ["moon", "sun", "rocket ship", "a cat on a mat", "brick", "lord of the rings", "tea", "x", "astronaut"]
-    words += [f"word{i} and a longer phrase {i}" for i in range(40)]
+    words += [f"word{i} and a longer phrase {i}" for i in range(12)]
     base = Cache([], None).ensure(minilm.cache_key("text"), {w: w for w in words}, minilm.embed_texts)
     rng = random.Random(19)
-    for size in (1, 3, 17, len(words)):
+    for size in (1, 3, 11, len(words)):
         subset = rng.sample(words, size) + [f"other text {rng.random()}" for _ in range(5)]
         got = Cache([], None).ensure(minilm.cache_key("text"), {w: w for w in subset}, minilm.embed_texts)
         for w in subset:
@@ -421,9 +421,10 @@ def test_an_image_vector_is_a_function_of_its_image_alone():
 
     model = load_model(ModelSpec("rival", "open_clip", "RN50", None), RuntimeOptions(batch_size=4, threads=2))
     assert model.untrained and model.embed_images is not None
-    paths = {p.stem: str(p) for p in sorted(IMAGES.glob("*"))[:7]}
+    paths = {p.stem: str(p) for p in sorted(IMAGES.glob("*")) if p.suffix in (".png", ".jpg")}
+    paths = {k: paths[k] for k in sorted(paths)[:7]}
+    assert len(paths) == 7
     base = Cache([], None).ensure(model.cache_key("image"), paths, model.embed_images)
-    for keys in (["moon"], list(paths)[::-2], list(paths)[1:4]):
-        keys = [k for k in keys if k in paths]
+    for keys in ([list(paths)[3]], list(paths)[::-2], list(paths)[1:4]):
         got = Cache([], None).ensure(model.cache_key("image"), {k: paths[k] for k in keys}, model.embed_images)
         assert all(got[k].tobytes() == base[k].tobytes() for k in keys), keys
