@@ -35,3 +35,60 @@ def progress(
     yield from tqdm(
         items, desc=desc, total=n, mininterval=interval, maxinterval=interval * 4, file=_Lines(), ascii=True, ncols=80
     )
+
+
+class Heartbeat:
+    """Prints ``<stage>: <phase> (<s> s in this step, <s> s in all)`` every ``interval`` seconds from a
+    daemon thread while a long stage runs, so steps that report nothing themselves (loading a model,
+    one long encode, a bootstrap, writing plots) still show a line at least that often. Console
+    only: it never touches an output. Use as a context manager; :meth:`phase` names the step."""
+
+    def __init__(self, stage: str, interval: float = 10.0):
+        import threading
+        import time
+
+        self._time = time.monotonic
+        self.stage, self.interval = stage, interval
+        self._phase, self._since = "starting", self._time()
+        self._start = self._since
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{stage}-heartbeat", daemon=True)
+
+    def phase(self, text: str) -> None:
+        """Name the step now running (printed at once, and on every beat until the next one)."""
+        self._phase, self._since = text, self._time()
+        print(f"{self.stage}: {text}", flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            now = self._time()
+            print(
+                f"{self.stage}: {self._phase} ({now - self._since:.0f} s in this step, {now - self._start:.0f} s in all)",
+                flush=True,
+            )
+
+    def __enter__(self) -> Heartbeat:
+        _ACTIVE.beat = self
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _ACTIVE.beat = None
+        self._stop.set()
+        self._thread.join()
+
+
+def _local():
+    import threading
+
+    return threading.local()
+
+
+_ACTIVE = _local()  # the heartbeat of the stage running in this thread (Prefect runs stages in threads)
+
+
+def step(text: str) -> None:
+    """Name the step now running for this thread's :class:`Heartbeat` (no-op outside one)."""
+    beat = getattr(_ACTIVE, "beat", None)
+    if beat is not None:
+        beat.phase(text)

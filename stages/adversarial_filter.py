@@ -30,6 +30,7 @@ truly associated; SWOW neighbours are excluded and each added item's score is ke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -238,12 +239,19 @@ def _pad(arrays: list[np.ndarray], fill: Any = -1) -> np.ndarray:
     return out
 
 
+def content_seed(text: str) -> int:
+    """A 64-bit seed from ``text`` (first 8 bytes of its UTF-8 sha256, little-endian): draws keyed by
+    an instance's id, so no instance's draws depend on its row position or on the other instances."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
 def pools_for(
     swow: pd.DataFrame, accepted: list[str], edges: pd.DataFrame, size: int, seed: int
 ) -> tuple[list[list[str]], list[str]]:
     """Each instance's distractor pool: accepted concepts that are neither the cue, an association nor
-    a SWOW response of the cue in either direction, sampled (seeded, instance by instance) down to
-    ``size``; the instance's original distractors are always kept. Returns (pools, skip reasons)."""
+    a SWOW response of the cue in either direction, sampled down to ``size`` (seeded by ``seed`` and
+    the instance id, :func:`content_seed`); the instance's original distractors are always kept.
+    Returns (pools, skip reasons), in ``swow``'s row order."""
     near: dict[str, set[str]] = {}
     for c, r in zip(edges["cue"].str.lower(), edges["response"].str.lower()):
         near.setdefault(c, set()).add(r)
@@ -253,12 +261,13 @@ def pools_for(
     for j, c in enumerate(acc):
         where.setdefault(c.lower(), []).append(j)
     pools, reasons = [], []
-    for n, (cue, cands, assoc) in enumerate(zip(swow["cue"], swow["candidates"], swow["associations"])):
+    for iid, cue, cands, assoc in zip(swow["instance_id"], swow["cue"], swow["candidates"], swow["associations"]):
         orig = [c for c in cands if c not in set(assoc)]
         bad = near.get(cue.lower(), set()) | {cue.lower()} | {c.lower() for c in [*assoc, *orig]}
         rest = np.delete(np.arange(len(acc)), [j for c in bad for j in where.get(c, [])])
         take = min(max(0, size - len(orig)), len(rest))
-        extra = acc[np.random.default_rng([seed, n]).choice(rest, take, replace=False)] if take else []
+        rng = np.random.default_rng([seed, content_seed(str(iid))])
+        extra = acc[rng.choice(rest, take, replace=False)] if take else []
         pools.append(sorted(orig + [str(x) for x in extra]))
         reasons.append("" if take else "pool holds no concept beyond the original distractors")
     return pools, reasons
@@ -299,7 +308,8 @@ def run(params: Params) -> Metrics:
     its replacement log and iteration log (and a plot)."""
     p = params.adversarial_filter
     sw = catalog.read_table("swow_instances")
-    sw = sw[sw["status"] == "ok"].sort_values("instance_id").reset_index(drop=True)
+    # by id (unique): the iterations' splits and draws see the instances in one order whatever the input's
+    sw = sw[sw["status"] == "ok"].sort_values("instance_id", kind="stable").reset_index(drop=True)
     images = accepted_images(catalog.read_table("ocr"))
     pools, why = pools_for(sw, list(images), catalog.read_table("edges"), p.pool_size, p.seed)
     ok = np.array([not w for w in why], dtype=bool)
@@ -331,7 +341,7 @@ def run(params: Params) -> Metrics:
     no_member = "no member available: " + "; ".join(f"{k}: {v}" for k, v in status.items())
     rows = []
     for i, (_, rec) in enumerate(sw.iterrows()):  # i: the row's position (sw's index was reset)
-        rng = np.random.default_rng([p.seed, int(i), 1])
+        rng = np.random.default_rng([p.seed, content_seed(str(rec["instance_id"])), 1])  # by id, not position
         cands = list(rec["associations"]) + final[i]
         rows.append(
             {

@@ -35,8 +35,46 @@ class _InstanceRow(Protocol):
     associations: Iterable[str]
 
 
+#: The embedding recipe (how batches are formed, :func:`canonical_batches`). Part of every cache
+#: key with the versions of the libraries that compute vectors, so vectors computed another way
+#: (an older release of this code, another torch) are never looked up: they are recomputed and
+#: dropped from the file on the next save.
+RECIPE = "canonical-v1"
+_NUMERIC_LIBS = ("torch", "transformers", "sentence-transformers", "open_clip_torch")
+
+
+def recipe_id() -> str:
+    """``RECIPE`` plus the installed versions of the libraries that compute vectors, e.g.
+    ``canonical-v1 torch=2.13.0+cpu transformers=5.23.0 ...`` (missing ones are left out)."""
+    from importlib import metadata
+
+    parts = [RECIPE]
+    for dist in _NUMERIC_LIBS:
+        try:
+            parts.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return " ".join(parts)
+
+
+def canonical_batches(keys: Sequence[str], size: int) -> list[list[str]]:
+    """``keys`` sorted and deduplicated, cut into chunks of ``size`` (the last may be shorter).
+
+    Only the composition of what is embedded is made canonical here; whether a vector also
+    depends on its batch neighbours is the embedder's business (see :class:`Cache`)."""
+    uniq = sorted(set(keys))
+    return [uniq[i : i + size] for i in range(0, len(uniq), max(1, size))]
+
+
 class Cache:
     """In-memory view of cache files; new embeddings are written to ``write_path`` only.
+
+    Keyed by content: (model, weights_id|numerics, kind) and the text itself or the image's
+    sha256, with :func:`recipe_id` appended to the weights_id, so a row is a function of its key.
+    What is missing is embedded in sorted key order (:meth:`ensure`), deduplicated, so the set
+    and order of what an embedder sees depends only on the keys asked for, never on the callers'
+    row order. :meth:`save` writes the rows this run *used* that no read-only file holds, sorted
+    by key: the file's bytes depend on the run's inputs, not on what earlier runs left in it.
 
     Args:
         read_paths: cache files to read (missing files are fine), e.g. another stage's cache.
@@ -45,9 +83,10 @@ class Cache:
 
     def __init__(self, read_paths: Sequence[str | os.PathLike], write_path: str | os.PathLike | None):
         self.write_path = Path(write_path) if write_path else None
+        self.recipe = recipe_id()
         self._vec: dict[Key, dict[str, np.ndarray]] = {}
-        self._own: list[pd.DataFrame] = []
-        self._new: list[dict[str, Any]] = []
+        self._shared: set[tuple[Key, str]] = set()  # held by a read-only file: never written here
+        self._used: set[tuple[Key, str]] = set()
         self.hits = 0
         self.computed = 0
         paths = [Path(p) for p in read_paths]
@@ -56,8 +95,6 @@ class Cache:
         for p in paths:
             if p.exists():
                 df = self._read(p)
-                if p == self.write_path:
-                    self._own.append(df)
                 # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (model, weights_id, kind)
                 groups = cast(
                     "Iterable[tuple[Key, pd.DataFrame]]", df.groupby(["model", "weights_id", "kind"], sort=False)
@@ -66,6 +103,8 @@ class Cache:
                     store = self._vec.setdefault((m, w, k), {})
                     for key, blob in zip(g["key"], g["vector"]):
                         store[key] = np.frombuffer(blob, dtype="<f4")
+                        if p != self.write_path:
+                            self._shared.add(((m, w, k), key))
 
     @staticmethod
     def _read(path: Path) -> pd.DataFrame:
@@ -74,8 +113,13 @@ class Cache:
         df["vector"] = t.column("vector").to_pylist()
         return EmbeddingCache.validate(df)
 
+    def full_key(self, key: Key) -> Key:
+        """``key`` as stored: the weights_id followed by ``|`` and :func:`recipe_id`."""
+        return key[0], f"{key[1]}|{self.recipe}", key[2]
+
     def __len__(self) -> int:
-        return sum(len(v) for v in self._vec.values())
+        """Distinct embeddings this run used (asked for or added): a function of the run's inputs."""
+        return len(self._used)
 
     def ensure(
         self, key: Key, items: dict[str, Any], compute: Callable[[list[Any]], np.ndarray]
@@ -83,55 +127,65 @@ class Cache:
         """Embeddings for every item key; computes (in one call) only the missing ones.
 
         Args:
-            key: (model, weights_id, kind).
-            items: cache key -> what ``compute`` needs for it (an image path, a text).
-            compute: payloads -> (n, d) float32, rows in the same order.
+            key: (model, weights_id, kind) (:meth:`gavil.models.loading.LoadedModel.cache_key`).
+            items: cache key -> what ``compute`` needs for it (an image path, a text); the key must
+                identify the content (the text itself, the image's sha256).
+            compute: payloads -> (n, d) float32, rows in the same order; called once with the
+                missing payloads in sorted key order.
+
+        Raises:
+            RuntimeError: ``compute`` returned another number of rows than it was given.
         """
-        store = self._vec.setdefault(key, {})
-        missing = [k for k in items if k not in store]
+        fk = self.full_key(key)
+        store = self._vec.setdefault(fk, {})
+        missing = sorted(k for k in items if k not in store)
         self.hits += len(items) - len(missing)
         if missing:
             vecs = np.asarray(compute([items[k] for k in missing]), dtype="<f4")
             if vecs.shape[0] != len(missing):
                 raise RuntimeError(f"embedder returned {vecs.shape[0]} rows for {len(missing)} inputs")
             for k, v in zip(missing, vecs):
-                store[k] = v
-                self._new.append(
-                    {
-                        "model": key[0],
-                        "weights_id": key[1],
-                        "kind": key[2],
-                        "key": k,
-                        "dim": int(v.shape[0]),
-                        "vector": v.tobytes(),
-                    }
-                )
+                store[k] = np.ascontiguousarray(v)
             self.computed += len(missing)
+        self._used.update((fk, k) for k in items)
         return {k: store[k] for k in items}
 
     def new_rows(self) -> list[dict[str, Any]]:
-        """Rows computed since loading (to hand to another process's cache: :meth:`add_rows`)."""
-        return list(self._new)
+        """Rows used by this cache that no read-only file holds (to hand to another process's cache:
+        :meth:`add_rows`), sorted by key."""
+        rows = []
+        for fk, k in sorted(self._used - self._shared):
+            v = self._vec[fk][k]
+            rows.append(
+                {
+                    "model": fk[0],
+                    "weights_id": fk[1],
+                    "kind": fk[2],
+                    "key": k,
+                    "dim": int(v.shape[0]),
+                    "vector": v.astype("<f4").tobytes(),
+                }
+            )
+        return rows
 
     def add_rows(self, rows: list[dict[str, Any]]) -> None:
-        """Add cache rows computed elsewhere (a partition); already-known keys are ignored."""
+        """Add cache rows computed elsewhere (a partition, :meth:`new_rows`); they count as used.
+        A key already held keeps its vector."""
         for r in rows:
-            store = self._vec.setdefault((r["model"], r["weights_id"], r["kind"]), {})
+            fk = (r["model"], r["weights_id"], r["kind"])
+            store = self._vec.setdefault(fk, {})
             if r["key"] not in store:
                 store[r["key"]] = np.frombuffer(r["vector"], dtype="<f4")
-                self._new.append(r)
                 self.computed += 1
+            self._used.add((fk, r["key"]))
 
     def save(self) -> int:
-        """Write this stage's cache file (old rows + new ones) atomically; returns rows written."""
+        """Write this stage's cache file atomically: the rows used this run that no read-only file
+        holds, sorted by (model, weights_id, kind, key). Returns rows written (0: no write_path)."""
         if self.write_path is None:
             return 0
         cols = list(EmbeddingCache.to_schema().columns)
-        df = (
-            pd.concat([*self._own, pd.DataFrame(self._new, columns=cols)], ignore_index=True)
-            if (self._own or self._new)
-            else pd.DataFrame(columns=cols)
-        )
+        df = pd.DataFrame(self.new_rows(), columns=cols)
         df["dim"] = df["dim"].astype(int)
         self.write_path.parent.mkdir(parents=True, exist_ok=True)
         write_parquet(df, self.write_path, EmbeddingCache)

@@ -373,12 +373,9 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     st = SentenceTransformer(folder, device=dev)
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(
-            st.encode(
-                list(texts), batch_size=max(opt.batch_size, 64), normalize_embeddings=True, show_progress_bar=False
-            ),
-            dtype=np.float32,
-        )
+        from gavil.models.canonical import encode_texts  # fixed-shape batches: a vector depends on its text only
+
+        return encode_texts(st, texts)
 
     return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev))
 

@@ -97,7 +97,7 @@ def local_candidates(concepts: Iterable[str], local_dir: Path) -> dict[str, Foun
 
 def load_url_map(path: str) -> dict[str, Found]:
     """A JSON object concept -> URL or [URLs], keyed by normalised name (keys that collide after
-    normalisation are merged in file order, with a note). URLs are redacted (no credentials).
+    normalisation are merged in sorted key order, with a note: the file's key order never matters). URLs are redacted (no credentials).
 
     Raises:
         ParamsError: not a JSON object of strings / lists of strings.
@@ -106,7 +106,7 @@ def load_url_map(path: str) -> dict[str, Found]:
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a JSON object concept -> URL")
     groups: dict[str, list[tuple[str, list[str]]]] = {}
-    for k, v in data.items():
+    for k, v in sorted(data.items(), key=lambda kv: kv[0]):  # colliding keys merge in key order, not file order
         urls = [v] if isinstance(v, str) else v
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise ParamsError(f"{path}: value of {k!r} must be a URL or a list of URLs")

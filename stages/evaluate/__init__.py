@@ -38,6 +38,7 @@ from gavil.io import atomic_path
 from gavil.models.embeddings import Cache, score_instances
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
+from gavil.progress import Heartbeat, step
 from schemas.evaluate import EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
 from stages.evaluate import paired, paper
@@ -84,9 +85,15 @@ def benchmark_instances(selection: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def id_key(value: str) -> tuple[int, int | str]:
+    """Sort key of a release ``ID`` cell: numbers in numeric order, then anything else as text."""
+    v = value.strip()
+    return (0, int(v)) if v.isdigit() else (1, v)
+
+
 def release_predictions(folder: Path | None) -> pd.DataFrame:
-    """The release's stored CLIP ViT-B/32 predictions as :class:`schemas.evaluate.EvalPredictions` rows
-    (none when ``folder`` is None: ``evaluate.release_predictions_dir`` empty, a project without the release).
+    """The release's stored CLIP ViT-B/32 predictions as :class:`schemas.evaluate.EvalPredictions` rows,
+    by file and ID (none when ``folder`` is None: ``evaluate.release_predictions_dir`` empty, a project without the release).
 
     Raises:
         MissingInput: ``folder`` lacks one of the release's ``*_with_predictions.csv`` files.
@@ -101,7 +108,8 @@ def release_predictions(folder: Path | None) -> pd.DataFrame:
                 f"{path} missing: evaluate.release_predictions_dir must hold the release's *_with_predictions.csv files"
             )
         with open(path, newline="", encoding="utf-8") as f:
-            for rec in csv.DictReader(f):
+            # by ID (digit runs as numbers): the file's row order never matters
+            for rec in sorted(csv.DictReader(f), key=lambda r: id_key(r["ID"])):
                 cands, assoc = json.loads(rec["candidates"]), json.loads(rec["associations"])
                 pred = json.loads(rec["clip_vit_32_predictions"])
                 rows.append(
@@ -269,8 +277,15 @@ def run(params: Params) -> Metrics:
     """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots.
 
     Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
-    check (computed vs published), cached embeddings."""
+    check (computed vs published), embeddings used. Prints the step it is in at least every 10 s
+    (:class:`gavil.progress.Heartbeat`)."""
+    with Heartbeat("evaluate"):
+        return _run(params)
+
+
+def _run(params: Params) -> Metrics:
     p = params.evaluate
+    step("reading the selection")
     specs = [ModelSpec.of(name, params.models[name]) for name in p.models]
     selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
@@ -281,6 +296,7 @@ def run(params: Params) -> Metrics:
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
     )
     for spec in specs:
+        step(f"loading {spec.name}")
         try:
             model, reason = load_model(spec, RuntimeOptions.of(params.models[spec.name])), None
         except WeightsUnavailable as e:
@@ -289,6 +305,7 @@ def run(params: Params) -> Metrics:
                 f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}",
                 file=sys.stderr,
             )
+        step(f"scoring {len(inst)} instances with {spec.name}")
         scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
         frames.append(
@@ -311,10 +328,13 @@ def run(params: Params) -> Metrics:
         )
     release_dir = Path(p.release_predictions_dir) if p.release_predictions_dir else None  # "": no release
     release = release_predictions(release_dir)
+    step("Table 7 text models")
     text_frames, text_meta = paper.text_rows(params, inst, cache, rand)  # Table 7 rows (names, captions)
     pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
+    step(f"Table 4 cells, {p.bootstrap} bootstrap resamples each")
     ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
+    step("paired scores")
     paired_metrics = paired.run(inst, pred, release_dir, p.bootstrap, p.seed)
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
     # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (dataset, candidate group) pairs
@@ -322,6 +342,7 @@ def run(params: Params) -> Metrics:
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in groups_of}
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
         tmp.write_text(table4_markdown(ev, humans))
+    step("plots")
     plots(ev, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
 
     groups = ev[ev["breakdown"] == "group"]

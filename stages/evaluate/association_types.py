@@ -54,6 +54,7 @@ def load_types(path: str | Path) -> pd.DataFrame:
     need = {"ID", "cue", "candidates", "associations", "clip_vit32_predictions", "annotations_label"}
     if not need <= set(df.columns):
         raise MissingInput(f"{p}: columns {sorted(need - set(df.columns))} missing")
+    df = df.sort_values("ID", kind="stable").reset_index(drop=True)  # the file's row order never matters
     return pd.DataFrame(
         {
             "ID": df["ID"].astype(int),

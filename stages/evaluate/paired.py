@@ -284,7 +284,8 @@ def release_game_predictions(folder: Path | None, files: Sequence[str]) -> tuple
     frames = []
     for name in files if folder is not None else ():
         assert folder is not None  # for mypy: the loop runs only with a folder
-        d = pd.read_csv(Path(folder) / name)
+        # by ID: the file's row order never reaches the pairs or their bootstrap
+        d = pd.read_csv(Path(folder) / name).sort_values("ID", kind="stable").reset_index(drop=True)
         frames.append(
             pd.DataFrame(
                 {

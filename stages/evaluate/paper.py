@@ -24,6 +24,7 @@ from gavil.io import atomic_path
 from gavil.models.embeddings import Cache
 from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
+from gavil.progress import step
 from stages.evaluate import association_types, captions, published, supervised
 
 if TYPE_CHECKING:
@@ -47,12 +48,14 @@ def text_rows(
     for name in p.text_models:
         spec, opt = ModelSpec.of(name, params.models[name]), RuntimeOptions.of(params.models[name])
         model: LoadedModel | None
+        step(f"Table 7: loading {name}")
         try:
             model, reason = load_model(spec, opt), ""
         except WeightsUnavailable as e:
             model, reason = None, str(e)
             print(f"evaluate: {spec.name}: NO WEIGHTS - its Table 7 rows are no_weights. {reason}", file=sys.stderr)
         for mode in captions.MODES:
+            step(f"Table 7: {name}, {captions.MODES[mode]}")
             frames.append(
                 captions.text_predictions(inst, spec.name, model, caps, cache, mode, rand, p.tie_break, reason)
             )
@@ -107,6 +110,7 @@ def _supervised(params: Params, inst: pd.DataFrame, cache: Cache, meta: dict[str
                 for cs in game["candidates"]
                 for c in cs
             }
+            step(f"Table 5: {spec.name} on {feat}, {len(s.seeds)} seeds")
             vecs = cache.ensure(meta["text_keys"][spec.name], texts, _embedder(spec, opt))
             lookup = _Lookup(vecs, caps if feat == "captions" else None)
             res = supervised.run_supervised(
@@ -164,11 +168,13 @@ def analyses(
         if p.release_dir
         else association_types.no_types()
     )
+    step("Table 6 association types")
     t6 = association_types.analyse(types, selection, pred)
     entries = {n: params.models[n] for n in params.evaluate.models}
     oc = [(n, m.model, m.pretrained) for n, m in entries.items() if m.kind == "open_clip"]
     refs = published.reference_rows(oc)
     t5 = _supervised(params, inst, cache, meta) if p.supervised.enabled else {}
+    step("cue_image_pairs export and paper tables")
     pairs = export_pairs(selection)
     md = [
         "# The paper's other tables, recomputed\n",

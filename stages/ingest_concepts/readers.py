@@ -111,6 +111,12 @@ def _arrow(path: Path, layout: Layout, parse: Any, convert: Any, checks: Mapping
     return table.to_pandas()
 
 
+def _by_name(edges: pd.DataFrame) -> pd.DataFrame:
+    """Edges sorted by (cue, response): the order :func:`stages.ingest_concepts.stage.build_tables`
+    breaks count ties in, so that shuffling a counted file's rows changes no rank."""
+    return edges.sort_values(["cue", "response"], kind="stable").reset_index(drop=True)
+
+
 # --------------------------------------------------------------------------- R100
 def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
     """Count responses in ``SWOW-EN.R100.csv``.
@@ -173,7 +179,7 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
         }
     )
     dropped = len(cue.stored) - len(np.unique(pair_cue))
-    return Read(out, None, _stats(cue.merged, response.merged, 0, dropped))
+    return Read(_by_name(out), None, _stats(cue.merged, response.merged, 0, dropped))
 
 
 # --------------------------------------------------------------------------- strength files
@@ -259,7 +265,7 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
     edges, candidates, stats = _merge_strength(df, kind, scol, cue, resp, first_of)
     marker = np.array([non_response_form(v) in NON_RESPONSE_FORMS for v in edges["response"]], dtype=bool)
     stats["non_response_rows"] = int(marker.sum())
-    return Read(edges[~marker].reset_index(drop=True), candidates, stats)
+    return Read(_by_name(edges[~marker]), candidates, stats)
 
 
 def _merge_strength(
@@ -292,8 +298,9 @@ def _merge_strength(
 def read_winogavil_swow(path: str | Path, lowercase: bool = True) -> Read:
     """Read the WinoGAViL release's ``swow.csv`` (CRLF, JSON-list cells).
 
-    Edges: cue, response and null counts/strengths, in association order; candidates: the image
-    concepts in first-seen order. A cue whose rows have no associations is dropped and counted.
+    Edges: cue, response and null counts/strengths, in association order (a cue on several rows:
+    its rows sorted by their text first, so the file's row order never matters); candidates: the
+    image concepts in that order. A cue whose rows have no associations is dropped and counted.
 
     Raises:
         SwowFormatError: for a bad header, a header-only file, or a row whose cells are not JSON
@@ -308,6 +315,7 @@ def read_winogavil_swow(path: str | Path, lowercase: bool = True) -> Read:
     candidates: dict[str, None] = {}
     cues: dict[str, None] = {}
     raw_cues: set[str] = set()
+    records: list[tuple[str, list[str], dict[str, list[str]]]] = []
     at = {c: WINOGAVIL.header.index(c) for c in ("cue", "associations", "candidates")}
     with no_field_limit():
         for line, rec in data_rows(path, WINOGAVIL):
@@ -323,14 +331,17 @@ def read_winogavil_swow(path: str | Path, lowercase: bool = True) -> Read:
                 if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
                     raise SwowFormatError(path, line, col, "must be a JSON list of non-empty strings")
                 parsed[col] = value
-            raw_cues.add(rec[at["cue"]])
-            cue = form(rec[at["cue"]])
-            cues.setdefault(cue, None)
-            for response in parsed["associations"]:
-                raw_responses.add(response)
-                rows.append((cue, form(response)))
-            for c in parsed["candidates"]:
-                candidates.setdefault(form(c), None)
+            records.append((form(rec[at["cue"]]), rec, parsed))
+    # rows in a canonical order (by cue, then the row's text), so a cue on several rows ranks its
+    # associations the same whatever the file's row order; within a row, association order is kept
+    for cue, rec, parsed in sorted(records, key=lambda r: (r[0], r[1])):
+        raw_cues.add(rec[at["cue"]])
+        cues.setdefault(cue, None)
+        for response in parsed["associations"]:
+            raw_responses.add(response)
+            rows.append((cue, form(response)))
+        for c in parsed["candidates"]:
+            candidates.setdefault(form(c), None)
     if not cues:
         raise SwowFormatError(path, 2, None, HEADER_ONLY)
     edges = pd.DataFrame(rows, columns=["cue", "response"]).drop_duplicates(["cue", "response"])

@@ -36,7 +36,8 @@ def reject_bad_names(
     ``moon\u200b`` or an RLO; one script; at most :data:`gavil.domain.names.MAX_WORD` code points).
 
     Returns (kept edges, kept candidates, rejects: one row per refused edge or candidate with
-    ``cue``, ``response`` (None for a candidate) and ``reason``, in input order). Pure."""
+    ``cue``, ``response`` (None for a candidate) and ``reason``, sorted by cue, response
+    (candidates last) and reason, so the file's row order never shows). Pure."""
     names = pd.unique(pd.concat([edges["cue"], edges["response"], pd.Series(candidates or [], dtype=object)]))
     reason = {n: r for n in names if (r := word_reason(n)) is not None}
     if not reason:
@@ -51,6 +52,7 @@ def reject_bad_names(
         ignore_index=True,
     )
     kept_c = None if candidates is None else [c for c in candidates if c not in reason]
+    rej = rej.sort_values(["cue", "response", "reason"], na_position="last", kind="stable").reset_index(drop=True)
     return edges[~bad].reset_index(drop=True), kept_c, rej.astype(object)
 
 
@@ -58,7 +60,9 @@ def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] 
     """Rank edges per cue and derive the concepts table (pure: frames in, frames out).
 
     Args:
-        edges: cue, response, r1_count, r123_count, r1_strength, r123_strength.
+        edges: cue, response, r1_count, r123_count, r1_strength, r123_strength. Within a cue, equal
+            counts keep this order (the readers give it: by name for counted files, association
+            order for the release), so the ranks never depend on the file's row order.
         source_format: one of :data:`FORMATS`.
         candidates: image concepts named by the input (release format), or None.
 

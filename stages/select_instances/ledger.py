@@ -59,10 +59,11 @@ def canonical_order(instances: pd.DataFrame) -> pd.DataFrame:
     """``instances`` in the order the selection numbers them, whatever their row order.
 
     Released rows first, then raw ones; within each by source file (digit runs as numbers:
-    ``game_5_6.csv`` before ``game_10_12.csv``; batch folders by name) and line. On the
-    import's own output this is its import order for released files and raw batches."""
+    ``game_5_6.csv`` before ``game_10_12.csv``; batch folders by name), then released rows by
+    line (the release's own order: its round trip stays byte-identical) and the others by
+    instance_uid (digit runs as numbers), so shuffling a batch file's rows numbers nothing anew."""
     key = [
-        (o != "release", _natural(f), int(line), u)
+        (o != "release", _natural(f), int(line) if o == "release" else 0, _natural(u))
         for o, f, line, u in zip(
             instances["origin"], instances["source_file"], instances["source_line"], instances["instance_uid"]
         )
