@@ -64,7 +64,9 @@ def no_weights_reason(spec: ModelSpec, allow_download: bool = True) -> str:
             )
             + f". Set {key}.weights_path to a sentence-transformers folder, then `dvc repro`."
         )
-    where = "not cached, and " + (f"{key}.allow_download is false" if not allow_download else "none was downloaded")
+    where = "none usable in the cache, and " + (
+        f"{key}.allow_download is false" if not allow_download else "none was downloaded"
+    )
     return (
         f"no {spec.model}/{spec.pretrained} weights on this machine ({where}). "
         f'Set {key}.weights_path to the weights file (docs/models.md, "CLIP weights"), then `dvc repro`.'
