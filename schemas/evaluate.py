@@ -19,7 +19,15 @@ class EvalPredictions(StrictModel):
     instance_id: Series[str]
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     status: Series[str] = pa.Field(isin=STATUSES)
-    reason: Series[str] = pa.Field(nullable=True)
+    reason: Series[str] = pa.Field(
+        nullable=True,
+        description=(
+            "ok: null, or 'stored predictions from the WinoGAViL release'; "
+            "missing_image: the candidates without an accepted image; untrained: "
+            "'random weights ...'; no_weights: a fixed sentence naming models.<entry>.weights_path "
+            "(gavil.models.weights.no_weights_reason), never the OS's or a library's error text"
+        ),
+    )
     predictions: Series[object] = list_field("str", nullable=True)
     similarities: Series[object] = list_field(
         "float", nullable=True, description="every candidate's score, in candidate order (null: top-K only)"

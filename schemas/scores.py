@@ -17,7 +17,14 @@ class Scores(StrictModel):
     model: Series[str] = pa.Field(description="open_clip architecture or text model id, e.g. RN50")
     pretrained: Series[str] = pa.Field(description="pretrained tag, weights file sha256, or 'untrained'")
     status: Series[str] = pa.Field(isin=STATUSES)
-    reason: Series[str] = pa.Field(nullable=True)
+    reason: Series[str] = pa.Field(
+        nullable=True,
+        description=(
+            "null for ok; missing_image: the candidates without an accepted image; untrained: "
+            "'random weights ...'; no_weights: a fixed sentence naming models.<entry>.weights_path "
+            "(gavil.models.weights.no_weights_reason), never the OS's or a library's error text"
+        ),
+    )
     cue: Series[str]
     prompt: Series[str]
     candidates: Series[object] = list_field("str")

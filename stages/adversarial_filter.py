@@ -58,7 +58,8 @@ class Metrics(TypedDict):
 
     instances: int
     skipped: int
-    members: dict[str, str]  # member -> "ok" or why it was skipped
+    members: dict[str, str]  # member -> "ok" or "skipped: <code or why>" (skipped: no_weights: a fixed sentence)
+    weights_sha256: dict[str, str | None]  # member used -> sha256 of its weights file
     iterations: int
     replacements: int
     held_out_jaccard: dict[str, float | None]  # first / last iteration, chance
@@ -73,6 +74,7 @@ class Member:
     name: str
     cues: np.ndarray  # (instances, d)
     concepts: np.ndarray  # (concepts, d)
+    weights_sha256: str | None = None  # of the model's weights file (recorded in the metrics)
 
 
 def _scorer(kind: str, members: list[Member], x_train: np.ndarray, y: np.ndarray, p: AdversarialFilterParams, it: int):
@@ -278,15 +280,18 @@ def _load_members(
 ) -> tuple[list[Member], dict[str, str]]:
     p = params.adversarial_filter
     entries = {"text": params.models[p.text_model], "rival": params.models[p.rival_model]}
-    specs = {"text": ModelSpec.of(p.text_model, entries["text"]), "rival": ModelSpec.of("rival", entries["rival"])}
+    specs = {
+        "text": ModelSpec.of(p.text_model, entries["text"]),
+        "rival": ModelSpec.of("rival", entries["rival"], p.rival_model),
+    }
     members: list[Member] = []
     status: dict[str, str] = {}
     for name in p.members:
         try:
             model = load_model(specs[name], RuntimeOptions.of(entries[name]))
         except WeightsUnavailable as e:
-            status[name] = f"skipped: no weights ({e})"
-            print(f"adversarial_filter: member {name} SKIPPED - {e}", file=sys.stderr)
+            status[name] = f"skipped: {e.code}: {e.reason}"  # fixed; the machine's cause goes to the log only
+            print(f"adversarial_filter: member {name} SKIPPED - {e.log_text()}", file=sys.stderr)
             continue
         if model.untrained:
             status[name] = "skipped: random weights (pretrained: null) are no adversary"
@@ -297,7 +302,12 @@ def _load_members(
             status[name] = f"skipped: {len(missing)} concepts without an accepted image, e.g. {missing[:3]}"
             continue
         members.append(
-            Member(name, np.stack([cue_vecs[cue_key(c)] for c in cues]), np.stack([cvecs[c] for c in universe]))
+            Member(
+                name,
+                np.stack([cue_vecs[cue_key(c)] for c in cues]),
+                np.stack([cvecs[c] for c in universe]),
+                model.weights_sha256,
+            )
         )
         status[name] = "ok"
     return members, status
@@ -377,6 +387,7 @@ def run(params: Params) -> Metrics:
         "instances": int((out["status"] == "ok").sum()),
         "skipped": int((out["status"] == "skipped").sum()),
         "members": status,
+        "weights_sha256": {m.name: m.weights_sha256 for m in members},
         "iterations": len(iters),
         "replacements": len(reps),
         "held_out_jaccard": {

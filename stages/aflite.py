@@ -55,6 +55,7 @@ class Metrics(TypedDict):
     """``data/metrics/aflite.json``."""
 
     status: str  # ok | no_weights
+    weights_sha256: str | None  # of the model's weights file (None: no weights)
     instances: int  # selected instances assessed
     m: int
     k: int
@@ -200,12 +201,14 @@ def run(params: Params) -> Metrics:
         "kl": {},
         "probes": {},
         "debiased_written": p.write_debiased,
+        "weights_sha256": None,
     }
     phases: list[dict[str, Any]] = []
     try:
         model = load_model(ModelSpec.of(p.model, params.models[p.model]), RuntimeOptions.of(params.models[p.model]))
+        metrics["weights_sha256"] = model.weights_sha256
     except WeightsUnavailable as e:
-        print(f"aflite: {p.model}: NO WEIGHTS - nothing assessed. {e}", file=sys.stderr)
+        print(f"aflite: {p.model}: NO WEIGHTS - nothing assessed. {e.log_text()}", file=sys.stderr)
         out.loc[chosen, ["status", "reason"]] = ["kept", f"not assessed: no weights for {p.model}"]
         metrics["status"] = "no_weights"
         model = None

@@ -12,10 +12,12 @@ can map it over workers; :func:`reduce` only looks embeddings up and ranks.
 
 Model and weights: the ``models`` entry ``score.model`` names (``models.rival``): its
 ``weights_path``, else the local cache, else a download (if allowed and the host answers). With
-none, every row is ``no_weights`` with null scores, the console and
-``data/metrics/score_candidates.json`` say how to provide weights, and the pipeline goes on
+none, every row is ``no_weights`` with null scores and a fixed reason naming
+``models.<entry>.weights_path`` (:func:`gavil.models.loading.no_weights_reason`: the same bytes on
+every machine; this machine's cause goes to the console only), and the pipeline goes on
 (``score.require_weights: true`` makes it fail instead). ``pretrained: null`` in that entry runs
-random weights and every row says ``untrained``.
+random weights and every row says ``untrained``. The sha256 of the weights file loaded is in the
+metrics (``weights_sha256``); the entry's ``sha256`` pins it.
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ class Metrics(TypedDict):
     mean_jaccard_percent: float | None
     mean_fool_the_ai: float | None
     embeddings_in_cache: int
-    message: str | None  # why there are no weights, if so
+    weights_sha256: str | None  # of the weights file loaded (None: none, or random weights)
+    message: str | None  # why there are no weights, if so (a fixed sentence; the cause is in the log)
 
 
-def rival_spec(rival: ModelEntry) -> ModelSpec:
-    """The rival model: the ``models`` entry ``score.model`` names, labelled ``rival:<architecture>``."""
-    return ModelSpec.of(f"rival:{rival.model}", rival)
+def rival_spec(rival: ModelEntry, key: str = "rival") -> ModelSpec:
+    """The rival model: the ``models`` entry ``key`` (``score.model``), labelled ``rival:<architecture>``."""
+    return ModelSpec.of(f"rival:{rival.model}", rival, key)
 
 
 def with_model_columns(df: pd.DataFrame, spec: ModelSpec, pretrained: str) -> pd.DataFrame:
@@ -113,7 +116,7 @@ def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     rival = params.models[p.model]
     try:
-        model = load_model(rival_spec(rival), RuntimeOptions.of(rival))
+        model = load_model(rival_spec(rival, p.model), RuntimeOptions.of(rival))
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
     cache = Cache([_cache_path()], None)
@@ -141,7 +144,7 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
         WeightsUnavailable: no weights and ``score.require_weights`` (nothing is written)."""
     p = params.score
     rival = params.models[p.model]
-    spec = rival_spec(rival)
+    spec = rival_spec(rival, p.model)
     instances, images = _inputs()
     cache = Cache([], _cache_path())
     for rows in results:
@@ -154,9 +157,9 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
         except WeightsUnavailable as e:
             if p.require_weights:
                 raise
-            reason = str(e)
+            reason = e.reason  # fixed: the machine's cause goes to the console only
             print(
-                f"score_candidates: NO WEIGHTS - {len(instances)} instance(s) written as no_weights with null scores.\n  {reason}",
+                f"score_candidates: NO WEIGHTS - {len(instances)} instance(s) written as no_weights with null scores.\n  {e.log_text()}",
                 file=sys.stderr,
             )
     df = score_instances(instances, model, images, cache, reason or "")
@@ -172,6 +175,7 @@ def reduce(params: Params, results: list[list[dict[str, Any]]]) -> Metrics:
         "mean_jaccard_percent": round(100 * float(scored["jaccard"].mean()), 2) if len(scored) else None,
         "mean_fool_the_ai": round(float(scored["score_fool_the_ai"].mean()), 2) if len(scored) else None,
         "embeddings_in_cache": len(cache),
+        "weights_sha256": model.weights_sha256 if model else None,
         "message": reason,
     }
     # run-dependent numbers go to the console, not the (DVC-tracked, deterministic) metrics file

@@ -11,6 +11,7 @@ import pytest
 
 from gavil.io import validate
 from gavil.params.adversarial import AdversarialFilterParams
+from gavil.params.models import MINILM_L6_SHA256
 from schemas.adversarial import AfIterations, AfReplacements
 from stages.adversarial_filter import Member, adversarial_filter, pools_for
 
@@ -177,7 +178,8 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
         models={"rival": {"allow_download": False, "cache_dir": str(tmp_path / "empty"), "weights_path": None}},
     )
     m = run_stage("adversarial_filter", params)
-    assert m["members"]["text"] == "ok" and m["members"]["rival"].startswith("skipped: no weights")
+    assert m["members"]["text"] == "ok" and m["members"]["rival"].startswith("skipped: no_weights: ")
+    assert "models.rival.weights_path" in m["members"]["rival"] and m["weights_sha256"] == {"text": MINILM_L6_SHA256}
     out = catalog.read_table("af_instances")
     assert list(out["instance_id"]) == ["swow-dog", "swow-moon"] and (out["variant"] == "swow_af").all()
     dog = out.set_index("instance_id").loc["swow-dog"]

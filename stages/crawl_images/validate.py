@@ -19,7 +19,7 @@ Policy (params ``crawl.*``):
   that needs more than the whole budget is ``invalid_image`` (e.g. a WebP above about 19
   megapixels at the default 384 MB: Pillow holds 16 bytes per pixel of a WebP).
 - **Reasons are stable**: they never contain a file path or anything else that changes from run
-  to run (Pillow's messages are reduced to their kind).
+  to run (Pillow's messages go to the log; the reason keeps the error's type).
 - **Perceptual hash**: a kept image gets ``imagehash.phash`` (64 bits) of its grey version scaled
   down by a power of two (at least 64 px on the short side, as above) and the standard deviation
   of the 32 x 32 grey thumbnail the hash is computed from (``grey_std``, grey levels 0-255).
@@ -34,6 +34,7 @@ candidate ``opted_out``.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -204,9 +205,14 @@ def inspect_image(
             ) from None
         raise InvalidImage("not a decodable image (no image format recognised)") from None
     except Image.DecompressionBombError as e:
-        raise InvalidImage(f"decompression bomb refused: {_stable(e, path)}") from None
+        _log(path, e)
+        size = re.search(r"\((\d+) pixels\)", str(e))  # the file's own number; Pillow's words stay in the log
+        raise InvalidImage(
+            f"decompression bomb refused ({size[1] + ' pixels, ' if size else ''}over Pillow's MAX_IMAGE_PIXELS)"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError) as e:
-        raise InvalidImage(f"not a decodable image ({type(e).__name__}: {_stable(e, path)})") from None
+        _log(path, e)  # Pillow's wording changes between versions: the table keeps the error's type only
+        raise InvalidImage(f"not a decodable image ({type(e).__name__})") from None
     if min(w, h) < min_side:
         raise InvalidImage(f"{w}x{h} smaller than crawl.min_side {min_side} px")
     return ImageInfo(w, h, fmt, ph, std)
@@ -233,11 +239,9 @@ def _identify(path: Path) -> str | None:
         return None
 
 
-def _stable(e: BaseException, path: Path) -> str:
-    """Pillow's message without the file's path or name, object addresses, or quoted paths."""
-    msg = str(e).replace(str(path), "").replace(path.name, "")
-    msg = re.sub(r"<[^>]*>|0x[0-9a-fA-F]+|'[^']*[/\\][^']*'", "", msg)
-    return re.sub(r"\s+", " ", msg).strip(" :'\"") or "no detail"
+def _log(path: Path, e: BaseException) -> None:
+    """Pillow's own message, for the log only (stored reasons are fixed sentences)."""
+    print(f"crawl_images: {path.name}: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def _phash(im: Image.Image, scale: int) -> tuple[str, float]:

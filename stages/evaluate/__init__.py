@@ -52,7 +52,7 @@ class Metrics(TypedDict):
     """``data/metrics/evaluate.json``: Table 4 cells in percent."""
 
     instances: int
-    models: dict[str, dict[str, Any]]  # model -> status and "dataset group" -> mean Jaccard %
+    models: dict[str, dict[str, Any]]  # model -> status, weights_sha256 and "dataset group" -> mean Jaccard %
     release_check: dict[str, Any]  # computed vs published release numbers
     paired: dict[str, Any]  # Winoground paired scores (stages/evaluate/paired.py)
     paper: dict[str, Any]  # Tables 5-7, published numbers, random chance (stages.evaluate.paper)
@@ -291,7 +291,7 @@ def _run(params: Params) -> Metrics:
     inst = benchmark_instances(selection)
     images = accepted_images(catalog.read_table("ocr"))
     cache = Cache([str(catalog.path("embeddings"))], str(catalog.path("eval_embeddings", "write")))
-    frames, status = [], {}
+    frames, status, shas = [], {}, {}
     rand = np.array(
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
     )
@@ -300,14 +300,15 @@ def _run(params: Params) -> Metrics:
         try:
             model, reason = load_model(spec, RuntimeOptions.of(params.models[spec.name])), None
         except WeightsUnavailable as e:
-            model, reason = None, str(e)
+            model, reason = None, e.reason  # a fixed sentence; the machine's cause goes to the log only
             print(
-                f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {reason}",
+                f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {e.log_text()}",
                 file=sys.stderr,
             )
         step(f"scoring {len(inst)} instances with {spec.name}")
         scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
+        shas[spec.name] = model.weights_sha256 if model else None
         frames.append(
             pd.DataFrame(
                 {
@@ -357,8 +358,13 @@ def _run(params: Params) -> Metrics:
 
     release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
     status |= text_meta["status"]
+    shas |= text_meta["sha256"]
     models = {
-        m: {"status": status.get(m, "ok"), **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS}}
+        m: {
+            "status": status.get(m, "ok"),
+            "weights_sha256": shas.get(m),  # of the weights file the model loaded (None: none / release)
+            **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS},
+        }
         for m in [*status, RELEASE_MODEL]
     }
     metrics: Metrics = {

@@ -44,7 +44,7 @@ def text_rows(
     p = params.paper
     # paper.release_dir "": a project without the release (no captions: caption rows say so)
     caps = captions.load_captions(Path(p.release_dir) / p.captions_file) if p.release_dir else {}
-    frames, model_ids, status, text_keys = [], {}, {}, {}
+    frames, model_ids, status, text_keys, shas = [], {}, {}, {}, {}
     for name in p.text_models:
         spec, opt = ModelSpec.of(name, params.models[name]), RuntimeOptions.of(params.models[name])
         model: LoadedModel | None
@@ -52,8 +52,10 @@ def text_rows(
         try:
             model, reason = load_model(spec, opt), ""
         except WeightsUnavailable as e:
-            model, reason = None, str(e)
-            print(f"evaluate: {spec.name}: NO WEIGHTS - its Table 7 rows are no_weights. {reason}", file=sys.stderr)
+            model, reason = None, e.reason  # a fixed sentence; the machine's cause goes to the log only
+            print(
+                f"evaluate: {spec.name}: NO WEIGHTS - its Table 7 rows are no_weights. {e.log_text()}", file=sys.stderr
+            )
         for mode in captions.MODES:
             step(f"Table 7: {name}, {captions.MODES[mode]}")
             frames.append(
@@ -62,8 +64,10 @@ def text_rows(
             label = captions.model_label(spec.name, mode)
             model_ids[label] = spec.model
             status[label] = "ok" if model is not None else "no_weights"
+            shas[label] = model.weights_sha256 if model is not None else None
         text_keys[spec.name] = model.cache_key("text") if model is not None else None
-    return frames, {"model_ids": model_ids, "status": status, "captions": caps, "text_keys": text_keys}
+    meta = {"model_ids": model_ids, "status": status, "captions": caps, "text_keys": text_keys, "sha256": shas}
+    return frames, meta
 
 
 class _Lookup:

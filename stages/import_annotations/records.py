@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
         try:
             value = json.loads(value)
         except json.JSONDecodeError as e:
-            raise RowError(f"{column}: not a JSON list ({e.msg})") from e
+            raise RowError(f"{column}: not a JSON list (invalid JSON at character {e.pos})") from e
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RowError(f"{column}: must be a JSON list of non-empty strings")
     try:  # image concepts: the word policy of gavil.domain.names (phrases of letters, no invisible characters)
@@ -187,7 +188,12 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
                 try:
                     rec = json.loads(text)
                 except (json.JSONDecodeError, RecursionError) as e:
-                    yield i, None, f"not a JSON object ({getattr(e, 'msg', 'nested too deeply')})"
+                    why = (
+                        f"invalid JSON at character {e.pos}"
+                        if isinstance(e, json.JSONDecodeError)
+                        else "nested too deeply"
+                    )
+                    yield i, None, f"not a JSON object ({why})"
                     continue
                 yield (i, rec, None) if isinstance(rec, dict) else (i, None, "not a JSON object")
         return
@@ -208,8 +214,13 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
                     yield reader.line_num, None, "row has more fields than the header"
                 else:
                     yield reader.line_num, rec, None
-        except csv.Error as e:
-            yield reader.line_num + 1, None, f"CSV syntax error, the rest of the file is not read: {e}"
+        except csv.Error as e:  # the csv module's wording goes to the log; the reject keeps a fixed sentence
+            print(f"import_annotations: {path.name} line {reader.line_num + 1}: {e}", file=sys.stderr)
+            yield (
+                reader.line_num + 1,
+                None,
+                "CSV syntax error (a quote inside a quoted field must be doubled), the rest of the file is not read",
+            )
 
 
 def header_of(path: Path) -> list[str]:
