@@ -209,7 +209,8 @@ def aflite(
         lay: the instances' candidates (:class:`gavil.models.features.Layout`), one row per instance.
         ids: instance ids (str, unique), the same order as ``lay``. concepts: each instance's candidates.
         threads: BLAS threads of the batched solver. x_gram: optional
-            :func:`gavil.models.batched_logistic.gram` of ``x`` (computed here otherwise).
+            :func:`gavil.models.batched_logistic.gram` of ``x``, used when ``x``'s rows are already in
+            id order (as the stage builds them); computed here otherwise.
 
     Returns:
         :class:`Result` in the input order; ``phases`` rows: phase, instances, held_out (instances
@@ -223,7 +224,14 @@ def aflite(
     order = np.argsort(ids, kind="stable")
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
-    lay_s = Layout(lay.rows[order], lay.label[order], lay.k[order])
+    # pair rows in id order too, so every sum (the GEMMs included) runs in the same order
+    rows = lay.rows[order]
+    flat = rows[rows >= 0]
+    if not np.array_equal(flat, np.arange(len(x))):
+        x, x_gram = x[flat], None
+        rows = np.full_like(rows, -1)
+        rows[lay.rows[order] >= 0] = np.arange(len(flat))
+    lay_s = Layout(rows, lay.label[order], lay.k[order])
     conc_s = [concepts[i] for i in order]
     n = len(ids)
     m, k = resolve_size(p.train_size, n), resolve_size(p.cutoff, n)
