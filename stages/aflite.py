@@ -84,6 +84,9 @@ SOLVER_TOL = 1e-4
 #: decision values agree with the optimum to ~1e-5. scikit-learn's default 1e-4 on float32 stops
 #: 0.03-0.17 away from it, where the result depends on the solver's path (flags differ).
 SKLEARN_TOL = 1e-8
+SKLEARN_DTYPE: type[np.floating] = (
+    np.float64
+)  # benchmarks/aflite.py sets float32 and tol 1e-4 to time the old stage's fits
 
 
 class _Fitter:
@@ -113,7 +116,7 @@ class _Fitter:
         """Per split (train, test instance positions): (len(test), width) decision values, -inf on padding."""
         p, x = self.p, self.x
         if p.solver == "sklearn":
-            x64 = x.astype(np.float64)
+            x64 = x.astype(SKLEARN_DTYPE)
             out = []
             for train, test in splits:
                 rows = lay.rows[train]
@@ -136,10 +139,11 @@ class _Fitter:
             z = fit.decision_function(x)
         self._init = np.concatenate([fit.coef, fit.intercept[:, None]], axis=1).mean(axis=0)
         self.iterations = fit.n_iter.tolist()
-        if not fit.converged.all():
+        unfinished = int((~fit.converged & ~fit.stalled).sum())
+        if unfinished:
             print(
-                f"aflite: warning: {int((~fit.converged).sum())} of {len(splits)} classifiers stopped "
-                f"before the tolerance {SOLVER_TOL} (max_iter {p.max_iter}, or float precision)",
+                f"aflite: warning: {unfinished} of {len(splits)} classifiers ran out of iterations "
+                f"(max_iter {p.max_iter}) before the tolerance {SOLVER_TOL}",
                 file=sys.stderr,
             )
         out = []

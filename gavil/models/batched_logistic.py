@@ -38,13 +38,15 @@ from threadpoolctl import threadpool_limits
 @dataclass(frozen=True)
 class BatchedFit:
     """Fitted classifiers: ``coef`` (k, d) float64, ``intercept`` (k,) float64, ``n_iter`` (k,)
-    iterations, ``converged`` (k,) bool (False: ``max_iter`` reached, or no descent possible at
-    float precision, first)."""
+    iterations, ``converged`` (k,) bool: the tolerance was reached; ``stalled`` (k,) bool: the
+    line search found no decrease first (the float precision of the features' dtype is reached:
+    as close as this dtype gets; neither flag: ``max_iter`` ran out)."""
 
     coef: np.ndarray
     intercept: np.ndarray
     n_iter: np.ndarray
     converged: np.ndarray
+    stalled: np.ndarray
 
     def decision_function(self, x: np.ndarray) -> np.ndarray:
         """(n, k) decision values ``x @ coef.T + intercept``, computed in x's float dtype (x: (n, d))."""
@@ -215,4 +217,4 @@ def fit_logistic_batched(
         g[:, cols] = g_new
         n_iter[cols] += 1
         converged[cols] = np.sqrt(np.maximum(_dots(g_new, h0inv @ g_new), 0)) <= tol
-    return BatchedFit(theta[:d].T.copy(), theta[d].copy(), n_iter, converged)
+    return BatchedFit(theta[:d].T.copy(), theta[d].copy(), n_iter, converged, stuck & ~converged)
