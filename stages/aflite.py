@@ -1,7 +1,9 @@
 """Stage ``aflite``: WinoGrande's AfLite (Sakaguchi et al. 2020, §4, Algorithm 1) over the selected
 instances — a *report* of which instances simple linear models solve from precomputed embeddings.
 
-Unit = instance. Each of ``n_classifiers`` scikit-learn logistic regressions per phase learns
+Unit = instance. Each of ``n_classifiers`` logistic regressions per phase (C = 1, L2; all of a
+phase's fitted together by :mod:`gavil.models.batched_logistic`, or one by one with scikit-learn
+under ``solver: sklearn``: the same optimum, the same flags) learns
 (cue, candidate) -> associated from the pair rows of a random ``m`` instances (split by instance;
 with ``image_disjoint`` the held-out instances share no candidate with the training ones) and
 predicts every other remaining instance: its top-K candidates by score (K = its number of
@@ -10,10 +12,15 @@ classifiers that held e out. Each phase flags the top-``k`` instances with score
 instance id); phases repeat until fewer than k are flagged or fewer than m remain. m and k are
 absolute counts or the paper's fractions (15,000 and 500 of 44,000: 0.3409, 0.0114).
 
-Determinism: instances are sorted by id before any draw, every random subset comes from
-``numpy.random.default_rng([seed, phase])`` and every prediction is credited by instance position,
-so a permuted input flags the same instances (public re-implementations credited predictions to the
-wrong rows after shuffling; tests/test_aflite.py checks this).
+Determinism: instances (and their pair rows) are sorted by id before any draw or sum, every random
+subset comes from ``numpy.random.default_rng([seed, phase])`` over id-ordered positions, and every
+prediction is credited by instance position, so a permuted input gives bit-identical scores (public
+re-implementations credited predictions to the wrong rows after shuffling). The stage sorts the
+selection by ``instance_uid`` first: its tables, probes and KL are byte-identical for a shuffled
+selection (tests/test_aflite.py).
+
+Progress (stderr): the model load and the embedding say when they start and every 10 s while they
+run; each phase prints its counts, the elapsed time and the solver's iterations.
 
 Assessment (WinoGrande §4): KL divergence between the label-conditional histograms of the 1-D PCA
 projection of the pair features, before, after AfLite, and after a random reduction of the same
