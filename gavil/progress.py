@@ -1,11 +1,16 @@
 """Progress for long loops: tqdm's counter (done/total, rate, ETA) printed as plain lines at most
 every ``interval`` seconds, so it shows on the console under ``dvc repro`` and in Prefect's logs
-(the flow logs prints) alike. Short loops (< ``min_total`` items) stay silent."""
+(the flow logs prints) alike. Short loops (< ``min_total`` items) stay silent. :func:`heartbeat` covers
+one long call that cannot report progress itself (a model load)."""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from contextlib import contextmanager
+from typing import TextIO, TypeVar
 
 from tqdm import tqdm
 
@@ -92,3 +97,27 @@ def step(text: str) -> None:
     beat = getattr(_ACTIVE, "beat", None)
     if beat is not None:
         beat.phase(text)
+
+
+@contextmanager
+def heartbeat(desc: str, interval: float = 10.0, file: TextIO | None = None) -> Iterator[None]:
+    """Around one long call that reports nothing itself (loading a model, a solver): prints
+    ``desc`` when it starts, then ``desc: still running (N s)`` every ``interval`` seconds from a
+    daemon thread until the block ends (stdout unless ``file``; flushed). Output goes to the
+    console only, never into a stage's outputs."""
+    out = file or sys.stdout
+    print(desc, file=out, flush=True)
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(interval):
+            print(f"{desc}: still running ({time.monotonic() - t0:.0f} s)", file=out, flush=True)
+
+    thread = threading.Thread(target=beat, daemon=True, name="heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

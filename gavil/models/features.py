@@ -90,14 +90,15 @@ def topk_credit(scores: np.ndarray, label: np.ndarray, k: np.ndarray, exact: boo
     return (hits == k).astype(float) if exact else jac
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int):
-    """scikit-learn ``LogisticRegression`` (lbfgs, C=1) fitted on ``x, y`` with one BLAS thread;
-    convergence warnings muted."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int, tol: float = 1e-4):
+    """scikit-learn ``LogisticRegression`` (lbfgs, C=1, ``tol``: max |gradient| of the loss divided
+    by the rows) fitted on ``x, y`` with one BLAS thread; convergence warnings muted. For the
+    batched equivalent (many fits over shared rows at once) see :mod:`gavil.models.batched_logistic`."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
-    clf = LogisticRegression(max_iter=max_iter, random_state=seed)
+    clf = LogisticRegression(max_iter=max_iter, random_state=seed, tol=tol)
     # one BLAS thread: on a shared 2-core machine OpenBLAS's 2 threads made each fit 12x slower
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -117,10 +118,26 @@ def histogram_kl(values: np.ndarray, label: np.ndarray, bins: int) -> float:
     return float(np.sum(p * np.log(p / q)))
 
 
-def pca_kl(x: np.ndarray, label: np.ndarray, bins: int) -> float:
-    """:func:`histogram_kl` of the first principal component of ``x`` (PCA fitted on ``x``)."""
+def pca_kl(x: np.ndarray, label: np.ndarray, bins: int, x_gram: np.ndarray | None = None) -> float:
+    """:func:`histogram_kl` of the first principal component of ``x`` (PCA fitted on ``x``).
+
+    The axis is the top eigenvector of the (d, d) scatter matrix (float64 ``eigh``; sign fixed so
+    its largest-magnitude entry is positive), not an SVD of the rows: O(n d^2) once, and
+    ``x_gram`` (the (d+1, d+1) ``[x, 1]^T [x, 1]``, :func:`gavil.models.batched_logistic.gram`) can
+    be passed in when the caller already has it (e.g. derived from a superset's by subtraction).
+    """
     if len(x) < 2:
         return float("nan")
-    centred = x - x.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred[:: max(1, len(centred) // 20000)], full_matrices=False)
-    return histogram_kl(centred @ vt[0], label, bins)
+    if x_gram is None:
+        from gavil.models.batched_logistic import gram
+
+        x_gram = gram(x)
+    d = x.shape[1]
+    mean = x_gram[:d, d] / x_gram[d, d]
+    scatter = x_gram[:d, :d] - x_gram[d, d] * np.outer(mean, mean)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # a 2-thread LAPACK eigh on a busy 2-core machine took 40x longer
+        axis = np.linalg.eigh(scatter)[1][:, -1]
+    axis *= np.sign(axis[np.argmax(np.abs(axis))])
+    return histogram_kl((x - mean.astype(x.dtype)) @ axis.astype(x.dtype), label, bins)

@@ -54,7 +54,8 @@ class AfliteParams(Section):
     tau: Fraction = 0.75  # WinoGrande: remove instances with predictability score >= 0.75
     correct: Literal["jaccard", "exact"] = "jaccard"  # a held-out prediction's credit
     image_disjoint: bool = False  # test instances share no candidate with the training ones
-    max_iter: PosInt = 200  # logistic regression (lbfgs) iterations
+    max_iter: PosInt = 200  # logistic regression iterations (per classifier, either solver)
+    solver: Literal["batched", "sklearn"] = "batched"  # batched: a phase's classifiers in one fit (same flags)
     kl_bins: PosInt = 20  # histogram bins of the KL-divergence assessment
     write_debiased: bool = False  # opt in: write the kept instances to data/export/debiased.csv
     seed: int = 0
