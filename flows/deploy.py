@@ -236,6 +236,14 @@ def main(params_path: str = "params.yaml") -> None:
             print(f"gavil serve (pid {os.getpid()}) stopped; {states_line(api, names, serving=False)}", flush=True)
 
 
+def _deployment_names(params_path: str = "params.yaml") -> list[str]:
+    """The deployments ``params_path`` defines; none when it cannot be read (not a project folder)."""
+    try:
+        return list(load_params(params_path).prefect.deployments)
+    except GavilError:
+        return []
+
+
 def _exited(home: Path, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while serving_pid(home) is not None:
@@ -252,10 +260,10 @@ def stop(wait: float = 60) -> str:
     info = _running_info(home)
     pid = serving_pid(home)
     api = info.get("api") or api_url() or ""
-    names = info.get("deployments") or list(load_params("params.yaml").prefect.deployments)
+    names = info.get("deployments") or _deployment_names()
     if pid is None:
         head = f"no `gavil serve` is running (Prefect home {home})"
-        return f"{head}; {states_line(api, names, serving=False)}" if api else head
+        return f"{head}; {states_line(api, names, serving=False)}" if api and names else head
     if pid <= 0:
         raise GavilError(f"`gavil serve` holds {home / LOCK_NAME} but {INFO_NAME} names no pid: stop it by hand")
     with contextlib.suppress(ProcessLookupError):
