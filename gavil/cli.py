@@ -79,13 +79,20 @@ def server(
 @app.command()
 def serve(
     wait: Annotated[float, typer.Option(help="seconds to wait for the Prefect API to answer")] = 60,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="stop the running `gavil serve` (it pauses its deployments) and wait for it")
+    ] = False,
 ) -> None:
-    """Serve the Prefect deployments of params.yaml (needs a server: `gavil server`, README)."""
-    from flows.deploy import main
+    """Serve the Prefect deployments of params.yaml until stopped (Ctrl-C or `gavil serve --stop`);
+    one at a time: a second one refuses (needs a server: `gavil server`, README)."""
+    from flows import deploy
     from flows.server import require_api
 
+    if stop:
+        typer.echo(deploy.stop())
+        return
     require_api(wait)
-    main()
+    deploy.main()
 
 
 @app.command()

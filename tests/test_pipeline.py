@@ -562,7 +562,7 @@ def test_deployments_from_params():
     assert [s.schedule.cron for s in nightly.schedules] == ["0 3 * * *"] and nightly.schedules[
         0
     ].schedule.timezone == "UTC"
-    assert nightly.parameters["only"] == ["import_annotations", "select_instances", "export", "evaluate"]
+    assert nightly.parameters["only"] == ["import_annotations", "select_instances", "aflite", "export", "evaluate"]
     assert not deps["full-build"].schedules and deps["full-build"].parameters["only"] is None
 
 

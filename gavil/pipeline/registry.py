@@ -14,6 +14,7 @@ declare, so the DAG written here is the DAG the code follows.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -223,3 +224,21 @@ def spec(name: str) -> StageSpec:
 def upstream(s: StageSpec) -> list[str]:
     """Names of the stages whose outputs ``s`` reads (the DAG edges)."""
     return [o.name for o in STAGES if o is not s and set(o.writes) & set(s.reads)]
+
+
+def downstream(names: Iterable[str]) -> list[str]:
+    """The stages ``names`` and every stage downstream of them (every stage that reads, directly or
+    through other stages, what one of them writes), in registry order, which is a DAG order.
+
+    This is what a run that starts from ``names`` must run so that DVC has nothing left stale
+    (a Prefect deployment's stages, ``params.yaml: prefect.deployments.<name>.from_stages``).
+
+    Raises:
+        UnknownStage: a name that is not a stage (listing the stages).
+    """
+    start = {spec(n).name for n in names}
+    closed: list[str] = []
+    for s in STAGES:  # upstream stages come first in STAGES, so one pass closes the set
+        if s.name in start or set(upstream(s)) & set(closed):
+            closed.append(s.name)
+    return closed
