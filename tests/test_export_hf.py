@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -306,3 +309,86 @@ def test_an_empty_benchmark_exports_empty_counted_files(in_tmp, empty):
     metrics = run_stage("export", "params.yaml")
     assert metrics["instances"] == 0 and metrics["dataset_instances"] == 0
     assert len(pd.read_parquet(in_tmp / "data/export/dataset/test.parquet")) == 0
+
+
+# --- The README's lines, verbatim, on a project built from the sample by the real stages ---------------
+
+#: The sample images the README's examples need: the two release candidate sets the emoji complete
+#: (sandwich ... meat, satellite ... troll) and the photos of the worked annotation batch.
+README_IMAGES = ["sandwich", "crutch", "spaghetti", "woman", "meat", "satellite", "beach", "lotion", "clothes"]
+README_IMAGES += ["troll", "rocket", "cat", "moon", "coffee", "brick", "horse", "grass", "stone", "clock", "eye"]
+STAGES = ["ingest_concepts", "filter_profanity", "crawl_images", "ocr_filter", "import_annotations"]
+STAGES += ["select_instances", "export"]
+
+
+def _readme_block(lang: str, marker: str) -> str:
+    blocks = re.findall(rf"```{lang}\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, f"one README {lang} block with {marker!r}"
+    return found[0]
+
+
+def _run_stages(project: Path, names: list[str]) -> dict:
+    """``names`` in order, in ``project`` (what ``dvc repro`` runs for them); the last one's metrics."""
+    before = Path.cwd()
+    os.chdir(project)
+    try:
+        return [run_stage(name, "params.yaml") for name in names][-1]
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(scope="module")
+def readme_project(tmp_path_factory) -> Path:
+    """The sample project (release + :data:`README_IMAGES`) after every stage up to ``export``."""
+    from tests.helpers import mini_project
+
+    project = mini_project(tmp_path_factory.mktemp("readme") / "proj", README_IMAGES)
+    shutil.copytree(ROOT / "data/sample/raw_example", project / "data/sample/raw_example")
+    shutil.copytree(ROOT / "data/ledger", project / "data/ledger")
+    _run_stages(project, STAGES)
+    return project
+
+
+def _clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the install's hook, no path tricks
+    return env | {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+
+
+@pytest.mark.slow
+def test_the_sample_export_is_a_dataset_the_readme_loop_scores(readme_project, tmp_path):
+    """The README's ``load_dataset`` line and DataComp-style loop, verbatim, in a fresh interpreter
+    in the project folder: the 8 release instances whose candidates all have a sample image."""
+    metrics = json.loads((readme_project / "data/metrics/export.json").read_text())
+    assert metrics == {"hf_instances": 8, "instances": 3563}
+    ds = datasets.load_dataset(str(readme_project / "data/export/dataset"), split="test", cache_dir=str(tmp_path))
+    assert ds["ID"] == [1331, 1332, 1333, 2643, 2644, 2645, 2646, 2647]
+    code = _readme_block("python", 'load_dataset("data/export/dataset", split="test")')
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=readme_project, env=_clean_env(tmp_path), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.fullmatch(r"8 instances, mean Jaccard (0|1)\.\d\d", r.stdout.strip()), r.stdout
+
+
+@pytest.mark.slow
+def test_the_readme_example_batch_is_selected_as_the_readme_says(readme_project, tmp_path):
+    """The README's worked batch: copy it (its ``cp`` line, verbatim), run the stages ``dvc repro``
+    re-runs for it, then the README's query: all three instances selected with IDs 3563-3565, and
+    the numbers the README quotes (3,566 instances, 11 in the Hugging Face dataset)."""
+    project = shutil.copytree(readme_project, tmp_path / "proj")
+    cp_line, query_line = _readme_block("bash", "raw_example/batch-0001").strip().split("\n")
+    assert cp_line.endswith(" && dvc repro")
+    subprocess.run(["bash", "-c", cp_line.removesuffix(" && dvc repro")], cwd=project, check=True)
+    metrics = _run_stages(project, ["import_annotations", "select_instances", "export"])
+    assert metrics["instances"] == 3566 and metrics["dataset_instances"] == 11
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # this venv's `gavil` command
+    out = subprocess.run(["bash", "-c", query_line], cwd=project, env=os.environ | env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [line.split() for line in out.stdout.strip().split("\n")]
+    assert rows == [["cue", "status", "ID"], ["space", "selected", "3563"], ["meow", "selected", "3564"]] + [
+        ["wall", "selected", "3565"]
+    ]
+    readme = (ROOT / "README.md").read_text()
+    assert "IDs\n3563-3565" in readme or "IDs 3563-3565" in readme
+    assert "3,566 instances and the Hugging Face dataset 11" in readme.replace("\n", " ")
