@@ -1,6 +1,6 @@
 """The README's screenshot of the game (docs/game.png): a spymaster's round on the sample images,
-taken by Playwright with the system Chromium against the real app. The rival runs with random
-weights (labelled untrained on the page: no real weights exist offline here).
+taken by Playwright with Chromium (Debian's, or Playwright's own download) against the real app.
+The rival runs with random weights (labelled untrained on the page: no real weights exist offline here).
 
 Usage: python benchmarks/game_screenshot.py [--out docs/game.png]
 """
@@ -25,13 +25,16 @@ sys.path.insert(0, str(ROOT))
 from gavil.game import build_game  # noqa: E402
 from gavil.game.web import create_app  # noqa: E402
 from gavil.params import Params  # noqa: E402
-from tests.helpers import game_project  # noqa: E402
+from tests.helpers import CHROMIUM_MISSING, find_chromium, game_project  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "docs/game.png"))
     args = ap.parse_args()
+    chromium = find_chromium()
+    if chromium is None:
+        sys.exit(CHROMIUM_MISSING)
     os.environ.setdefault("GAVIL_GAME_JOIN_CODE", "demo")
     os.environ.setdefault("GAVIL_GAME_ADMIN_TOKEN", "demo-admin")
     os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "demo-key")
@@ -47,7 +50,7 @@ def main() -> None:
         while not srv.started:
             time.sleep(0.05)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1000, "height": 760})
             page.goto(f"http://127.0.0.1:{port}/")
             page.fill("#code", os.environ["GAVIL_GAME_JOIN_CODE"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "test-key-not-secret")
 
 # Tests import open_clip/torchvision directly: make that safe on the CPU torch build first.
 from gavil.models.torchvision_compat import ensure_torchvision
+from tests.helpers import build_sample, copy_project
 
 ensure_torchvision()
 
@@ -35,6 +37,19 @@ def ocr_reader():
     from stages.ocr_filter import make_reader
 
     return make_reader()
+
+
+@pytest.fixture(scope="session")
+def sample_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The sample project after one ``dvc repro`` (:func:`tests.helpers.build_sample`), built once per
+    session and shared: (folder, the run's process). Read it only; to change it, use ``sample_copy``."""
+    return build_sample(tmp_path_factory.mktemp("sample-build") / "proj")
+
+
+@pytest.fixture
+def sample_copy(sample_build: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> Path:
+    """A private copy of the built sample project (git, DVC cache and outputs included), this test's alone."""
+    return copy_project(sample_build[0], tmp_path / "proj")
 
 
 class _Handler(BaseHTTPRequestHandler):

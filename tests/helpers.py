@@ -1,4 +1,4 @@
-"""Helpers the tests import (paths of the sample data, a project copy, an HTTP reply).
+"""Helpers the tests import (paths of the sample data, a project copy, the built sample, the browser, an HTTP reply).
 
 Fixtures live in ``conftest.py``; plain functions and constants live here, so tests import them
 from a module of their own and never from ``conftest``.
@@ -6,7 +6,10 @@ from a module of their own and never from ``conftest``.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -16,6 +19,39 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 RELEASE = SAMPLE / "winogavil"
 IMAGES = SAMPLE / "images"
+BIN = Path(sys.executable).parent
+
+#: What the browser tests say when no Chromium is found (they fail, never skip).
+CHROMIUM_MISSING = (
+    "Chromium not found: the browser tests need it. Install Debian/Ubuntu's `apt-get install chromium` "
+    "(/usr/bin/chromium), or, where the network allows, Playwright's own: `python -m playwright install chromium`."
+)
+
+
+def find_chromium() -> str | None:
+    """The Chromium the browser tests drive: Debian's ``chromium`` (or ``chromium-browser``) on PATH,
+    else the one ``python -m playwright install chromium`` downloaded; None when neither exists."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    from playwright.sync_api import sync_playwright  # the `test` extra installs it (no browser with it)
+
+    try:
+        with sync_playwright() as p:
+            own = p.chromium.executable_path
+    except Exception:  # a driver that cannot start finds no browser either
+        return None
+    return own if own and Path(own).exists() else None
+
+
+def require_chromium() -> str:
+    """:func:`find_chromium`, or the test fails (never skips) with :data:`CHROMIUM_MISSING`."""
+    import pytest
+
+    found = find_chromium()
+    if found is None:
+        pytest.fail(CHROMIUM_MISSING, pytrace=False)
+    return found
 
 
 def send(req: BaseHTTPRequestHandler, body: bytes, ctype: str = "image/jpeg", status: int = 200) -> None:
@@ -57,6 +93,53 @@ def mini_project(dest: Path, images: list[str]) -> Path:
     for name in images:
         src = next(IMAGES.glob(f"{name}.*"))
         shutil.copy(src, dest / "data/sample/images" / src.name)
+    return dest
+
+
+#: The sample images of the built sample project (the tests' `dvc repro` on the release).
+MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
+    """``cmd`` in ``cwd`` with this venv's scripts (dvc, gavil) first on PATH; output captured as text."""
+    full = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1", **env}
+    return subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
+
+
+def build_sample(dest: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """The sample project the pipeline tests share: a git + DVC repository with the project's code,
+    the release and :data:`MINI_IMAGES`, after one ``dvc repro`` of every stage (hermetic: no
+    downloads; the pool of 9 images gives 2 candidate sets of 5, 1 of 6 and 1 of 12). Returns the
+    folder and the ``dvc repro`` process (its output carries the run's messages).
+
+    Built once per test session (``conftest.sample_build``); a test that changes anything works on
+    a :func:`copy_project` of it."""
+    import yaml
+
+    d = mini_project(dest, MINI_IMAGES)
+    params = yaml.safe_load((d / "params.yaml").read_text())
+    no_downloads(params)  # hermetic: never touch the network
+    params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
+    params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
+    params["paper"]["supervised"]["seeds"] = [0, 1]  # Table 5's 5 seeds x 2 groups, paid by every build here
+    (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "config", "user.email", "t@t"],
+        ["git", "config", "user.name", "t"],
+        [sys.executable, "-m", "dvc", "init", "-q"],
+    ):
+        done = run(cmd, d)
+        assert done.returncode == 0, done.stderr[-2000:]
+    first = run([sys.executable, "-m", "dvc", "repro"], d, timeout=1800)  # generous: a loaded machine
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return d, first
+
+
+def copy_project(src: Path, dest: Path) -> Path:
+    """A private copy of a built project (work tree, ``.git``, ``.dvc`` with its cache; times and
+    modes kept), so that a test may change params, re-run stages or commit without touching ``src``."""
+    shutil.copytree(src, dest, symlinks=True)
     return dest
 
 

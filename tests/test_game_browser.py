@@ -1,15 +1,13 @@
-"""The game in a real browser: Playwright drives the system Chromium (Debian's ``chromium``; no
-browser download) against the real server (uvicorn on 127.0.0.1): a spymaster and three
+"""The game in a real browser: Playwright drives Chromium (Debian's ``chromium``, or Playwright's own
+download; tests.helpers.find_chromium) against the real server (uvicorn on 127.0.0.1): a spymaster and three
 solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import uvicorn
@@ -19,9 +17,8 @@ from gavil.game import build_game
 from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.params import Params
-from tests.helpers import game_project
+from tests.helpers import game_project, require_chromium
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOSTILE_CUE = "<img/src=x/onerror=window.pwned=1>"
 HOSTILE_NAME = "<b>Bold</b>"
 
@@ -51,9 +48,9 @@ def server(tmp_path, monkeypatch) -> Iterator[str]:
 
 @pytest.fixture
 def browser():
-    assert Path(CHROMIUM).exists(), "install Chromium (Debian: apt-get install chromium)"
+    chromium = require_chromium()  # without one: fails, saying what to install
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         yield b
         b.close()
 
@@ -150,3 +147,31 @@ def test_a_self_solve_is_refused(server, browser):
     assert by_id[0] == 400 and "lease_id" in by_id[1]  # an id never served to the spymaster
     stolen = spy.evaluate(post, {"lease_id": served[1], "selection": [0, 1]})
     assert stolen[0] == 403 and "another player" in stolen[1]
+
+
+def test_without_chromium_the_browser_tests_fail_saying_what_to_install(monkeypatch, tmp_path):
+    """No `chromium` on PATH and no Playwright download: a failure naming both ways to get one (never a
+    skip); Playwright's own download is used when it is there."""
+    from types import SimpleNamespace
+
+    from tests import helpers
+
+    class FakePlaywright:  # what `sync_playwright()` gives: the path its own Chromium would have
+        def __init__(self, path):
+            self.path = path
+
+        def __enter__(self):
+            return SimpleNamespace(chromium=SimpleNamespace(executable_path=str(self.path)))
+
+        def __exit__(self, *exc):
+            return None
+
+    own = tmp_path / "ms-playwright/chromium/chrome"
+    monkeypatch.setattr(helpers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sync_api, "sync_playwright", lambda: FakePlaywright(own))
+    with pytest.raises(pytest.fail.Exception) as e:
+        helpers.require_chromium()
+    assert "apt-get install chromium" in str(e.value) and "python -m playwright install chromium" in str(e.value)
+    own.parent.mkdir(parents=True)
+    own.write_bytes(b"")
+    assert helpers.require_chromium() == str(own)

@@ -49,12 +49,42 @@ def release_instances(files: str = "split") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Table 7's check here: the first TABLE7_SUBSET instances of each release split. The whole release
+#: (the paper's 39 / 52 / 72) is benchmarks/paper_table7.py and, through `evaluate`, the pipeline test.
+TABLE7_SUBSET = 40
+#: MPNet's truncated cells on that subset: what the full run gives on the same instances
+#: (benchmarks/paper_table7.py prints both and fails when they differ).
+TABLE7_SUBSET_CELLS = {"game 10&12": 45, "game 5&6": 48, "swow_baseline 5&6": 67}
+
+
+def table7_subset(inst: pd.DataFrame) -> pd.DataFrame:
+    """The first :data:`TABLE7_SUBSET` rows of each split of ``inst`` (release order)."""
+    return inst.groupby("split", sort=False).head(TABLE7_SUBSET).reset_index(drop=True)
+
+
+def test_table7_cells_truncate_the_mean_and_never_round():
+    """The paper prints Table 7 as int(100 x mean Jaccard): MPNet's game 10&12 is 39.97 there, printed 39."""
+    pred = pd.DataFrame(
+        {
+            "model_name": "m",
+            "dataset": ["game", "game", "game", "swow_baseline"],
+            "num_candidates": [10, 12, 5, 6],
+            "status": "ok",
+            "jaccard": [0.4, 0.3994, 0.5299999, 0.72],
+        }
+    )
+    assert captions.truncated_cells(pred) == {"m": {"game 10&12": 39, "game 5&6": 52, "swow_baseline 5&6": 72}}
+
+
 @pytest.mark.slow
-def test_mpnet_on_ofa_captions_reproduces_table7_exactly(tmp_path):
-    """The headline: all-mpnet-base-v2 (mpnet extra) on the release's OFA captions = the paper's 39 / 52 / 72."""
+def test_mpnet_on_ofa_captions_gives_the_full_runs_cells_on_a_subset(tmp_path):
+    """all-mpnet-base-v2 (mpnet extra) on the release's OFA captions, :func:`table7_subset`: the cells
+    the full run gives on the same instances (the full run = the paper's 39 / 52 / 72:
+    benchmarks/paper_table7.py), under both tie-breaks; each text embedded once."""
     model = load_model(ModelSpec("text-mpnet", "text", "all-mpnet-base-v2"), RuntimeOptions(threads=2))
     assert model.weights_id == "all-mpnet-base-v2"
-    inst = release_instances()
+    inst = table7_subset(release_instances())
+    assert inst["split"].value_counts().to_dict() == {s: TABLE7_SUBSET for s, _ in SPLITS}
     rand = np.array([random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])])
     caps = captions.load_captions(RELEASE / "ofa_image_caption_predictions.csv")
     assert len(caps) == 3615
@@ -62,16 +92,9 @@ def test_mpnet_on_ofa_captions_reproduces_table7_exactly(tmp_path):
     pred = validate(
         captions.text_predictions(inst, "text-mpnet", model, caps, cache, "captions", rand), EvalPredictions
     )
-    assert (pred["status"] == "ok").all() and len(pred) == 854 + 2709 + 998
+    assert (pred["status"] == "ok").all() and len(pred) == 3 * TABLE7_SUBSET
     cells = captions.truncated_cells(pred)["text-mpnet (cue vs OFA captions)"]
-    assert (
-        cells
-        == {"game 10&12": 39, "game 5&6": 52, "swow_baseline 5&6": 72}
-        == captions.PAPER_TABLE7["all-mpnet-base-v2"]
-    )
-    # truncation, not rounding: game 10&12 is 39.97 (rounds to 40)
-    g10 = pred[(pred["num_candidates"] >= 10)]["jaccard"].mean() * 100
-    assert 39.9 < g10 < 40
+    assert cells == TABLE7_SUBSET_CELLS
     # the datacomp tie-break scores the very same similarities; without ties it changes nothing here
     again = captions.text_predictions(inst, "text-mpnet", model, caps, cache, "captions", rand, tie_break="datacomp")
     assert cache.computed == len({caps[c] for cs in inst["candidates"] for c in cs} | set(inst["cue"]))
@@ -79,7 +102,8 @@ def test_mpnet_on_ofa_captions_reproduces_table7_exactly(tmp_path):
     md = captions.table7_markdown(
         captions.truncated_cells(pred), {"text-mpnet (cue vs OFA captions)": "all-mpnet-base-v2"}
     )
-    assert "| text-mpnet (cue vs OFA captions) | 39 | 52 | 72 | 39 / 52 / 72 |" in md
+    ours = " | ".join(str(v) for v in cells.values())
+    assert f"| text-mpnet (cue vs OFA captions) | {ours} | 39 / 52 / 72 |" in md
 
 
 def test_missing_caption_is_a_row_with_its_reason_not_a_guess():

@@ -16,10 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from gavil.pipeline.registry import STAGES
-from tests.helpers import FAST_AFLITE, ROOT, mini_project, no_downloads
+from tests.helpers import ROOT
 
 README = (ROOT / "README.md").read_text()
 DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in sorted((ROOT / "docs").rglob("*.md"))}
@@ -48,25 +46,11 @@ def test_the_tour_and_the_query_page_show_queries_and_the_extraction_finds_them(
         assert len(QUERY.findall(text)) == text.count('gavil query "') + text.count("gavil query '")
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """A mini project (9 sample images, the release) after every stage, run as `gavil stage` does
-    (no model to evaluate: `predictions` and `evaluation` hold the release's stored predictions)."""
-    from tests.test_pipeline import MINI_IMAGES
-
-    d = mini_project(tmp_path_factory.mktemp("readme"), MINI_IMAGES)
-    params = yaml.safe_load((d / "params.yaml").read_text())
-    no_downloads(params)
-    params["instances"]["game_sets"] = {5: 2, 6: 1, 10: 0, 12: 1}
-    params["aflite"] |= FAST_AFLITE  # the paper's 64 classifiers x 12 phases take minutes on 4,561 instances
-    params["evaluate"]["models"] = []  # evaluation tables hold the release's stored predictions only: fast
-    params["paper"]["text_models"] = params["paper"]["text_models"][:1]  # MiniLM only (MPNet: tests/test_paper.py)
-    params["paper"]["supervised"] = {**params["paper"]["supervised"], "enabled": False, "models": []}
-    (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    code = f"from gavil.pipeline.runner import run_stage\nfor s in {[s.name for s in STAGES]!r}: run_stage(s)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=d, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    return d
+@pytest.fixture
+def built(sample_build) -> Path:
+    """The built sample project every pipeline test shares (tests.helpers.build_sample: 9 sample
+    images, the release, one `dvc repro` of every stage), read only."""
+    return sample_build[0]
 
 
 @pytest.mark.slow
