@@ -21,14 +21,36 @@ from typing import Any
 import pytest
 import yaml
 
+from gavil.pipeline.registry import STAGES
 from tests.helpers import ROOT, mini_project
 
 MINI_IMAGES = ["rocket", "moon", "cat"]
-# the README's deployment names; cheap stages, and a nightly run every minute so the scheduler fires in the test
+# the README's deployment names and start stages (each runs everything downstream), a nightly run every
+# minute so the scheduler fires in the test; the project is cut small (cheap_params) so a whole run is quick
 DEPLOYMENTS = {
-    "nightly-annotations": {"cron": "* * * * *", "stages": ["import_annotations"]},
-    "full-build": {"cron": None, "stages": ["ingest_concepts", "filter_profanity"]},
+    "nightly-annotations": {"cron": "* * * * *", "from_stages": ["import_annotations"]},
+    "full-build": {"cron": None, "from_stages": None},
 }
+RELEASE_ROWS = 12  # rows kept of each release CSV in the served project
+
+
+def cheap_params(d: Path) -> dict:
+    """``d``'s params.yaml, cut to a quick whole run: the release CSVs keep their first rows, no
+    downloads, the published predictions and paper tables off, AfLite and the bootstrap small."""
+    import pandas as pd
+
+    from tests.helpers import FAST_AFLITE, no_downloads
+
+    for name in ("game_5_6.csv", "game_10_12.csv", "swow.csv"):
+        f = d / "data/sample/winogavil" / name
+        pd.read_csv(f, dtype=str, keep_default_na=False).head(RELEASE_ROWS).to_csv(f, index=False)
+    params = no_downloads(yaml.safe_load((d / "params.yaml").read_text()))
+    params["evaluate"] |= {"release_predictions_dir": "", "bootstrap": 10, "models": ["text-minilm-l6"]}
+    params["paper"]["release_dir"] = ""
+    params["aflite"] |= FAST_AFLITE
+    return params
+
+
 BIN = Path(sys.executable).parent
 
 
@@ -85,7 +107,7 @@ def served(tmp_path_factory):
     project, on 127.0.0.1 with its own PREFECT_HOME; yields (api, project, block output).
     Stops `gavil serve` and the server afterwards."""
     d = mini_project(tmp_path_factory.mktemp("served"), MINI_IMAGES)
-    params = yaml.safe_load((d / "params.yaml").read_text())
+    params = cheap_params(d)
     params["prefect"]["deployments"] = DEPLOYMENTS
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     port = _free_port()
@@ -173,7 +195,7 @@ def test_flow_run_logs_show_one_clean_summary_line_per_stage(served):
         120,
         lambda: next((r for r in _runs(api, "full-build") if r["state_type"] == "COMPLETED"), None),
     )
-    stages = DEPLOYMENTS["full-build"]["stages"]
+    stages = [s.name for s in STAGES]  # full-build starts from every stage
 
     def all_summaries() -> list[str] | None:
         # the flow's state and its log batches reach the API separately: a COMPLETED run's last
