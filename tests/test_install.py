@@ -50,3 +50,17 @@ def test_the_hook_costs_nothing_until_torchvision_is_imported(tmp_path):
     r = _python(code, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split("\n")[:2] == ["True False False", "True False"], r.stdout  # one shot: removed after use
+
+
+def test_calling_the_fix_directly_first_still_works(tmp_path):
+    """Code that calls ``ensure_torchvision()`` itself (the stages, older scripts) before importing
+    torchvision: the fix removes the hook first, so the hook never re-enters it (it deadlocked)."""
+    code = (
+        "import sys; from gavil.models.torchvision_compat import ensure_torchvision; ensure_torchvision(); "
+        "import open_clip; print(any(type(f).__name__ == 'TorchvisionFirst' for f in sys.meta_path))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "PYTHONPATH": str(ROOT)
+    }  # this checkout's gavil
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr[-2000:]

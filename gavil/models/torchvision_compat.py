@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import threading
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,18 @@ def _torchvision_ops_load() -> bool:
 def ensure_torchvision() -> None:
     """Idempotently make ``import torchvision`` safe in this process.
 
+    The project's install calls it before torchvision's first import (``_winogavil_torchvision_hook``,
+    put on ``sys.meta_path`` by ``winogavil_torchvision.pth``); calling it directly still works (it
+    first removes that hook, which has nothing left to do).
+
     Raises:
         ImportError: if torch itself is not installed.
     """
     global _done, shimmed
+    hook = sys.modules.get("_winogavil_torchvision_hook")  # the install's start-up hook (setup.py)
+    if hook is not None:
+        # the fix runs now: the hook must not run it again from inside (find_spec("torchvision") below)
+        hook.uninstall()
     with _lock:
         if _done:
             return
