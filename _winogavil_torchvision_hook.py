@@ -38,6 +38,9 @@ class TorchvisionFirst:
         if fullname != "torchvision":
             return None
         uninstall()  # one shot; also keeps ensure_torchvision's own find_spec("torchvision") from recursing
+        running = sys.modules.get("gavil.models.torchvision_compat")
+        if running is not None and getattr(running, "_lock", None) is not None and running._lock.locked():
+            return None  # ensure_torchvision, called directly, is looking torchvision up itself: never re-enter it
         try:
             from gavil.models.torchvision_compat import ensure_torchvision
         except ImportError:
