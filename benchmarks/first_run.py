@@ -116,7 +116,7 @@ def run_variant(variant: str, command: str, work: Path, pip_cache: str) -> dict:
         "steps_s": durations,
         "dvc_repro_wall_s": repro_s,
         "stage_s": round(sum(stages.values()), 1),
-        "stages_s": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
+        "stages_s": dict(sorted(stages.items(), key=lambda kv: kv[1], reverse=True)),
         "git_status": status.splitlines(),
         "diff_stat": diff.splitlines(),
         "log_tail": log.read_text().splitlines()[-15:] if rc else [],

@@ -121,7 +121,7 @@ def _running_info(home: Path) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def single_instance(home: Path, info: dict[str, Any]) -> Iterator[None]:
+def single_instance(home: Path, info: dict[str, object]) -> Iterator[None]:
     """Hold the serve lock of Prefect home ``home`` for the block, with ``info`` (pid, project, API,
     deployments) next to it for the messages of a second serve and of ``gavil serve --stop``.
 

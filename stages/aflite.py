@@ -123,6 +123,8 @@ class _Fitter:
     def decisions(self, lay: Layout, splits: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
         """Per split (train, test instance positions): (len(test), width) decision values, -inf on padding."""
         p, x = self.p, self.x
+        if not splits:  # every draw skipped (e.g. a tiny selection where all m are training): nothing to fit
+            return []
         if p.solver == "sklearn":
             x64 = x.astype(SKLEARN_DTYPE)
             out = []

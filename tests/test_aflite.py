@@ -294,3 +294,17 @@ def test_stage_outputs_are_byte_identical_for_a_shuffled_selection(tmp_path, mon
     assert set(json.loads(runs[0]["data/metrics/details/aflite.json"])["probes"]) == {"full", "cue_free", "image_free"}
     for path in outputs:
         assert runs[0][path] == runs[1][path], path
+
+
+@pytest.mark.parametrize("solver", ["batched", "sklearn"])
+def test_a_phase_with_no_usable_split_fits_nothing_and_scores_nothing(solver):
+    """Two instances and m = 2: every draw trains on all of them, so no split has a test instance
+    (a game-only project's first rebuild); the probes' phase must score nothing, not divide by zero."""
+    from stages.aflite import _Fitter, predictability
+
+    rng = np.random.default_rng(0)
+    lay = Layout.build([["a", "b", "c"], ["d", "e", "f"]], [["a"], ["e"]])
+    x = pair_features(rng.normal(size=(6, 8)).astype(np.float32), rng.normal(size=(6, 8)).astype(np.float32))
+    p = AfliteParams(n_classifiers=4, solver=solver)
+    total, count = predictability(_Fitter(x, p, 1), lay, np.arange(2), 2, p, 1, [set("abc"), set("def")])
+    assert count.tolist() == [0, 0] and total.tolist() == [0.0, 0.0]

@@ -108,6 +108,8 @@ def fit_logistic_batched(
     if masks.ndim != 2 or y.shape != (n,) or masks.shape[0] != n:
         raise ValueError(f"x {x.shape}, y {y.shape} and masks {masks.shape} disagree on the rows")
     k = masks.shape[1]
+    if k == 0:
+        raise ValueError("masks has no column: nothing to fit (the caller skips an empty batch)")
     yb = y.astype(bool)
     npos, ntot = (masks & yb[:, None]).sum(axis=0), masks.sum(axis=0)
     if np.any(npos == 0) or np.any(npos == ntot):

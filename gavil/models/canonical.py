@@ -13,10 +13,25 @@ text), i.e. always in a ``(rows, length)`` tensor: no padding tokens, no neighbo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
+
+
+class SentenceEncoder(Protocol):
+    """What :func:`encode_texts` uses of a ``sentence_transformers.SentenceTransformer``."""
+
+    @property
+    def tokenizer(self) -> Callable[..., Mapping[str, Sequence[Sequence[int]]]]: ...
+
+    @property
+    def max_seq_length(self) -> int | None: ...
+
+    def encode(
+        self, inputs: list[str], *, batch_size: int, normalize_embeddings: bool, show_progress_bar: bool
+    ) -> np.ndarray | object: ...
+
 
 #: Texts per forward pass: every batch is exactly this many rows (short groups are padded).
 TEXT_ROWS = 16
@@ -31,7 +46,7 @@ def length_groups(lengths: Sequence[int], rows: int) -> list[list[int]]:
     return [g[j : j + rows] for n in sorted(by_len) for g in [by_len[n]] for j in range(0, len(g), rows)]
 
 
-def encode_texts(st: Any, texts: Sequence[str], rows: int = TEXT_ROWS) -> np.ndarray:
+def encode_texts(st: SentenceEncoder, texts: Sequence[str], rows: int = TEXT_ROWS) -> np.ndarray:
     """L2-normalised sentence-transformers embeddings of ``texts`` ((n, d) float32, input order),
     each computed in a ``(rows, token length)`` batch of texts of its own token length.
 
