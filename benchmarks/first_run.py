@@ -68,6 +68,9 @@ def _clean_env(home: Path, pip_cache: str) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), DVC_NO_ANALYTICS="1")
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    if pyenv.is_dir():  # pyenv's shims find their Pythons under $HOME/.pyenv unless told: keep the same python3
+        env["PYENV_ROOT"] = str(pyenv)
     if pip_cache:
         env["PIP_CACHE_DIR"] = pip_cache  # downloads only: saves minutes, changes no output
     return env
