@@ -13,6 +13,8 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pytest
+
 from gavil.pipeline.codedeps import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,3 +184,20 @@ def game_project(dest: Path, images: list[str] = GAME_IMAGES) -> Path:
     catalog.write_table(cs, "candidate_sets", dest)
     (dest / "data/game").mkdir(parents=True, exist_ok=True)
     return dest
+
+
+def hide_mpnet_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the ``mpnet`` extra's five part packages look uninstalled (whatever this venv holds), as on
+    an install without the extra."""
+    from importlib import metadata
+
+    from gavil.models import mpnet
+
+    real = metadata.distribution
+
+    def without_parts(name: str) -> metadata.Distribution:
+        if name in mpnet.PARTS:
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(mpnet.metadata, "distribution", without_parts)

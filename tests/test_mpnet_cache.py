@@ -4,11 +4,10 @@ extra load MPNet."""
 
 from __future__ import annotations
 
-from importlib import metadata
-
 import pytest
 
 from gavil.models import mpnet as _mpnet
+from tests.helpers import hide_mpnet_parts
 
 
 def test_a_cached_folder_without_the_installed_parts_is_unavailable(tmp_path, monkeypatch):
@@ -16,13 +15,6 @@ def test_a_cached_folder_without_the_installed_parts_is_unavailable(tmp_path, mo
     (folder / "all-mpnet-base-v2").mkdir(parents=True)
     (folder / ".verified").write_text(_mpnet.WEIGHTS_SHA256 + "\n")  # as an earlier install leaves it
 
-    real = metadata.distribution
-
-    def without_parts(name: str):
-        if name in _mpnet.PARTS:
-            raise metadata.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(_mpnet.metadata, "distribution", without_parts)
+    hide_mpnet_parts(monkeypatch)
     with pytest.raises(_mpnet.MpnetUnavailable, match="not installed"):
         _mpnet.mpnet_folder(tmp_path)

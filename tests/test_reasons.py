@@ -16,7 +16,6 @@ import errno
 import json
 import shutil
 import socket
-from importlib import metadata
 
 import pandas as pd
 import pytest
@@ -37,7 +36,7 @@ from gavil.params import Params, load_params
 from gavil.params.models import MINILM_L6_SHA256, MPNET_SHA256
 from gavil.pipeline import catalog
 from gavil.pipeline.registry import STAGES
-from tests.helpers import ROOT
+from tests.helpers import ROOT, hide_mpnet_parts
 
 # ------------------------------------------------------------------------------ score_candidates
 
@@ -238,14 +237,7 @@ def test_mpnet_with_a_filled_cache_but_no_parts_gives_the_fixed_no_weights_rows(
     (folder / "all-mpnet-base-v2").mkdir(parents=True)
     (folder / ".verified").write_text(_mpnet.WEIGHTS_SHA256 + "\n")  # as an install with the extra leaves it
     monkeypatch.setenv("GAVIL_CACHE_DIR", str(tmp_path))
-    real = metadata.distribution
-
-    def without_parts(name: str):
-        if name in _mpnet.PARTS:
-            raise metadata.PackageNotFoundError(name)
-        return real(name)
-
-    monkeypatch.setattr(_mpnet.metadata, "distribution", without_parts)
+    hide_mpnet_parts(monkeypatch)
     entry = Params().models["text-mpnet"]
     spec = ModelSpec.of("text-mpnet", entry)
     with pytest.raises(WeightsUnavailable) as e:
