@@ -1,0 +1,99 @@
+"""Web-shaped benchmark inputs (issue 27): photos the size and weight of image-search results.
+
+:func:`web_photo` makes one JPEG the way search results look: a photo (a random crop of one of the
+sample's photos, or a 2 x 2 mosaic of four, so the detail is that of a real photo and not an
+upscaled blur), long side uniform in 500-1,600 px, aspect 4:3, 3:2, 1:1 or 3:4, a little sensor
+noise, saved at a JPEG quality picked so the file weighs 30-400 KB (the range of web images;
+the quality is lowered or raised until it fits). Deterministic in ``seed``.
+
+:func:`write_web_photos` writes ``n`` of them to a folder (``photo-00000.jpg``, ...) and returns the
+paths; :func:`describe` summarises a set (pixels and KB: min, median, max) for the result JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import random_view, sample_photos
+
+MIN_SIDE, MAX_SIDE = 500, 1600  # long side, pixels
+MIN_KB, MAX_KB = 30, 400  # file size, KB (1,000 bytes)
+_ASPECTS = (4 / 3, 3 / 2, 1.0, 3 / 4)
+
+
+def _canvas(rng: random.Random, photos: Sequence[Path]) -> Any:
+    """An RGB PIL image of web size and aspect: one photo or a 2 x 2 mosaic of four."""
+    import numpy as np
+    from PIL import Image
+
+    long_side = rng.randint(MIN_SIDE, MAX_SIDE)
+    aspect = rng.choice(_ASPECTS)
+    w, h = (long_side, round(long_side / aspect)) if aspect >= 1 else (round(long_side * aspect), long_side)
+    if rng.random() < 0.5:
+        view = random_view(rng.choice(photos), rng, 0.6, (max(w, h),))
+        im = view.resize((w, h), Image.Resampling.BICUBIC)
+    else:
+        im = Image.new("RGB", (w, h))
+        hw, hh = w // 2, h // 2
+        for x, y in ((0, 0), (hw, 0), (0, hh), (hw, hh)):
+            tile = random_view(rng.choice(photos), rng, 0.5, (max(hw, hh) + 1,))
+            im.paste(tile.resize((w - hw if x else hw, h - hh if y else hh), Image.Resampling.BICUBIC), (x, y))
+    arr = np.asarray(im, dtype=np.int16)
+    noise = np.random.default_rng(rng.getrandbits(32)).normal(0, rng.uniform(1.5, 5.0), arr.shape)
+    return Image.fromarray(np.clip(arr + noise, 0, 255).astype(np.uint8))
+
+
+def encode_jpeg(im: Any, rng: random.Random) -> bytes:
+    """``im`` as a baseline or progressive JPEG of 30-400 KB (quality searched from a random start)."""
+    q = rng.randint(70, 92)
+    progressive = rng.random() < 0.3
+    for _ in range(12):
+        buf = io.BytesIO()
+        im.save(buf, "JPEG", quality=q, progressive=progressive, optimize=False)
+        kb = buf.tell() / 1000
+        if kb > MAX_KB and q > 20:
+            q -= 8
+        elif kb < MIN_KB and q < 97:
+            q += 4
+        else:
+            break
+    return buf.getvalue()
+
+
+def web_photo(seed: int, photos: Sequence[Path] | None = None) -> bytes:
+    """One web-shaped JPEG (see the module docstring), deterministic in ``seed``."""
+    rng = random.Random(seed)
+    return encode_jpeg(_canvas(rng, photos or sample_photos()), rng)
+
+
+def write_web_photos(folder: Path, n: int, seed: int = 0, names: Sequence[str] | None = None) -> list[Path]:
+    """Write ``n`` web-shaped JPEGs into ``folder`` (``names[i]`` + ``.jpg``, else ``photo-%05d.jpg``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    photos = sample_photos()
+    out = []
+    for i in range(n):
+        path = folder / f"{names[i] if names else f'photo-{i:05d}'}.jpg"
+        path.write_bytes(web_photo(seed * 1_000_003 + i, photos))
+        out.append(path)
+    return out
+
+
+def describe(paths: Sequence[Path]) -> dict[str, Any]:
+    """Long side (px) and file size (KB) of ``paths``: min, median, max."""
+    from PIL import Image
+
+    sides, kbs = [], []
+    for p in paths:
+        with Image.open(p) as im:
+            sides.append(max(im.size))
+        kbs.append(p.stat().st_size / 1000)
+    return {
+        "images": len(paths),
+        "long_side_px": {"min": min(sides), "median": statistics.median(sides), "max": max(sides)},
+        "kb": {"min": round(min(kbs), 1), "median": round(statistics.median(kbs), 1), "max": round(max(kbs), 1)},
+    }
