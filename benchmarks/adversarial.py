@@ -140,7 +140,7 @@ def release_af(ensemble: int) -> dict:
     member = Member("text", np.stack([cue_vecs[cue_key(c)] for c in sw["cue"]]), np.stack([cvecs[c] for c in universe]))
     orig = [[c for c in cs if c not in a] for cs, a in zip(sw["candidates"], sw["associations"])]
     t0 = time.perf_counter()
-    final, reps, iters = adversarial_filter(
+    final, reps, iters, _stop = adversarial_filter(
         list(sw["instance_id"]),
         [np.array([idx[c] for c in a]) for a in sw["associations"]],
         [np.array([idx[c] for c in o]) for o in orig],

@@ -85,3 +85,6 @@ class AfIterations(StrictModel):
     )
     replacements: Series[int] = pa.Field(ge=0)
     replacements_mean: Series[float] = pa.Field(ge=0, description="per held-out instance")
+    judge_scores: Series[str] = pa.Field(
+        description='JSON {"judge": {"jaccard": .., "accuracy": ..}} held out before the replacements; {} if not judged'
+    )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -44,6 +44,16 @@ from gavil.domain.winogavil import random_expected_jaccard
 from gavil.io import write_csv
 from gavil.models.embeddings import Cache
 from gavil.models.features import Layout, cue_key, embed, fit_logistic, pair_features, topk_credit
+from gavil.models.judges import (
+    Judge,
+    JudgeScore,
+    at_chance,
+    judge,
+    k_shortest_judge,
+    length_judge,
+    surface_judge,
+    text_judge,
+)
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
@@ -51,6 +61,23 @@ from schemas.ocr import accepted_images
 if TYPE_CHECKING:
     from gavil.params import Params
     from gavil.params.adversarial import AdversarialFilterParams
+
+
+class JudgeReport(TypedDict):
+    """One judge: its family and held-out scores on the first and the last judged split."""
+
+    family: str
+    first: JudgeScore
+    last: JudgeScore
+
+
+class Stop(TypedDict):
+    """Why AF ended: ``judges_at_chance``, ``patience`` (the ensemble phase replaced nothing for
+    ``patience`` iterations) or ``budget`` (every iteration ran); ``iterations`` run; each judge."""
+
+    reason: str
+    iterations: int
+    judges: dict[str, JudgeReport]
 
 
 class Metrics(TypedDict):
@@ -65,6 +92,10 @@ class Metrics(TypedDict):
     held_out_jaccard: dict[str, float | None]  # first / last iteration, chance
     easy_fraction: dict[str, float | None]  # first / last iteration
     changed_distractors_percent: float | None
+    judges: dict[str, str]  # judge -> "ok" or "skipped: <code>: <why>"
+    # why AF ended (judges_at_chance | patience | budget | not_run), iterations run, the tolerance, and per
+    # judge: family, held-out Jaccard / accuracy on the first and last judged split, their chance
+    stop: dict[str, Any]
 
 
 @dataclass
@@ -123,14 +154,23 @@ def adversarial_filter(
     members: list[Member],
     p: AdversarialFilterParams,
     log: Callable[[str], None] | None = None,
-) -> tuple[list[np.ndarray], list[dict[str, Any]], list[dict[str, Any]]]:
+    judges: Sequence[Judge] = (),
+) -> tuple[list[np.ndarray], list[dict[str, Any]], list[dict[str, Any]], Stop]:
     """SWAG AF over instances (see the module docstring). Concepts are integer indices into each
     member's ``concepts`` rows; ``pools[i]`` must exclude instance i's positives.
 
+    ``judges`` (:mod:`gavil.models.judges`, families other than the members') are trained and
+    scored on each ``judge_every``-th iteration's split *before* its replacements; once every
+    judge's held-out Jaccard and accuracy are within ``chance_tolerance`` of chance, AF stops
+    (reason ``judges_at_chance``); else it runs its budget (``cheap_iterations`` +
+    ``ensemble_iterations``, a phase ending after ``patience`` idle iterations) and the judges
+    score the final assignment on one more split.
+
     Returns:
-        (final assignment per instance, replacement rows, iteration rows) — the rows as in
+        (final assignment per instance, replacement rows, iteration rows, stop) — the rows as in
         :class:`schemas.adversarial.AfReplacements` / :class:`schemas.adversarial.AfIterations`
-        (instance ids from ``ids``; concepts as indices, named by the caller).
+        (instance ids from ``ids``; concepts as indices, named by the caller); ``stop``: why and
+        when AF ended and each judge's first / last held-out scores.
     """
     n = len(ids)
     assigned = [a.copy() for a in assigned]
@@ -139,13 +179,27 @@ def adversarial_filter(
     iters: list[dict[str, Any]] = []
     plan = [("cheap", p.cheap_iterations), ("ensemble", p.ensemble_iterations)]
     it = 0
+    first: dict[str, JudgeScore] = {}
+    last: dict[str, JudgeScore] = {}
+    reason = "budget"
+
+    def split(it: int) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+        rng = np.random.default_rng([p.seed, it])
+        perm = rng.permutation(n)
+        return rng, np.sort(perm[:n_test]), np.sort(perm[n_test:])
+
     for phase, count in plan:
         idle = 0
         for _ in range(count):
             it += 1
-            rng = np.random.default_rng([p.seed, it])
-            perm = rng.permutation(n)
-            test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+            rng, test, train = split(it)
+            verdict: dict[str, JudgeScore] = {}
+            if judges and (it - 1) % p.judge_every == 0:
+                verdict = judge(judges, positives, assigned, train, test, p.seed + it)
+                first, last = first or verdict, verdict
+                if at_chance(verdict, p.chance_tolerance):
+                    reason = "judges_at_chance"
+                    break
             ti = np.concatenate([np.full(len(positives[i]) + len(assigned[i]), i) for i in train])
             tc = np.concatenate([np.concatenate([positives[i], assigned[i]]) for i in train])
             ty = np.concatenate([np.r_[np.ones(len(positives[i])), np.zeros(len(assigned[i]))] for i in train]) > 0
@@ -220,6 +274,7 @@ def adversarial_filter(
                     "easy_fraction": easy_total / max(1, assigned_total),
                     "replacements": swaps,
                     "replacements_mean": swaps / len(test),
+                    "judge_scores": _judge_json(verdict),
                 }
             )
             if log:
@@ -228,8 +283,32 @@ def adversarial_filter(
                 )
             idle = idle + 1 if swaps == 0 else 0
             if idle >= p.patience:
+                reason = "patience" if phase == "ensemble" else reason
                 break
-    return assigned, reps, iters
+        if reason == "judges_at_chance":
+            break
+    if judges and reason != "judges_at_chance":  # the final assignment, on a split no iteration used
+        _, test, train = split(it + 1)
+        last = judge(judges, positives, assigned, train, test, p.seed + it + 1)
+        first = first or last
+    stop: Stop = {
+        "reason": reason,
+        "iterations": len(iters),
+        "judges": {
+            j.name: {"family": j.family, "first": first[j.name], "last": last[j.name]} for j in judges if j.name in last
+        },
+    }
+    return assigned, reps, iters, stop
+
+
+def _judge_json(verdict: dict[str, JudgeScore]) -> str:
+    """``{"judge": {"jaccard": .., "accuracy": ..}}`` (4 decimals), ``{}`` on an iteration not judged."""
+    return json.dumps(
+        {
+            k: {"jaccard": round(v["jaccard"], 4), "accuracy": round(v["accuracy"], 4)}
+            for k, v in sorted(verdict.items())
+        }
+    )
 
 
 def _pad(arrays: list[np.ndarray], fill: Any = -1) -> np.ndarray:
@@ -313,6 +392,42 @@ def _load_members(
     return members, status
 
 
+def _load_judges(
+    params: Params, cues: list[str], universe: list[str], cache: Cache
+) -> tuple[list[Judge], dict[str, str]]:
+    """The ``judges`` of :mod:`gavil.models.judges` over ``universe`` (concept names) and ``cues``
+    (one per instance), and each one's status (``ok`` or ``skipped: <code>: <why>``)."""
+    p = params.adversarial_filter
+    judges: list[Judge] = []
+    status: dict[str, str] = {}
+    for name in p.judges:
+        if name == "length":
+            judges.append(length_judge(universe))
+        elif name == "k_shortest":
+            judges.append(k_shortest_judge(universe))
+        elif name == "surface":
+            judges.append(surface_judge(universe, cues))
+        else:
+            entry = params.models[p.judge_text_model]
+            try:
+                model = load_model(ModelSpec.of(p.judge_text_model, entry), RuntimeOptions.of(entry))
+            except WeightsUnavailable as e:
+                status[p.judge_text_model] = f"skipped: {e.code}: {e.reason}"
+                print(f"adversarial_filter: judge {p.judge_text_model} SKIPPED - {e.log_text()}", file=sys.stderr)
+                continue
+            cue_vecs, cvecs = embed(model, cues, universe, cache)
+            judges.append(
+                text_judge(
+                    p.judge_text_model,
+                    f"text: {entry.model}",
+                    np.stack([cue_vecs[cue_key(c)] for c in cues]),
+                    np.stack([cvecs[c] for c in universe]),
+                )
+            )
+    status |= {j.name: "ok" for j in judges}
+    return judges, status
+
+
 def run(params: Params) -> Metrics:
     """Stage entry: SWOW-baseline instances + accepted concepts + SWOW edges -> the swow_af variant,
     its replacement log and iteration log (and a plot)."""
@@ -332,9 +447,14 @@ def run(params: Params) -> Metrics:
     final = [list(o) for o in orig]
     reps: list[dict[str, Any]] = []
     iters: list[dict[str, Any]] = []
+    stop: Stop = {"reason": "not_run", "iterations": 0, "judges": {}}
+    judge_status: dict[str, str] = {}
     if members:
         sel = np.flatnonzero(ok)
-        done, reps, iters = adversarial_filter(
+        cues = [str(sw["cue"][i]) for i in sel]
+        judges, judge_status = _load_judges(params, cues, universe, cache)
+        cache.save()
+        done, reps, iters, stop = adversarial_filter(
             [sw["instance_id"][i] for i in sel],
             [np.array([cidx[c] for c in sw["associations"][i]]) for i in sel],
             [np.array([cidx[c] for c in orig[i]]) for i in sel],
@@ -342,6 +462,7 @@ def run(params: Params) -> Metrics:
             members,
             p,
             log=lambda s: print(s, file=sys.stderr),
+            judges=judges,
         )
         for i, a in zip(map(int, sel), done):
             final[i] = [universe[j] for j in a]
@@ -397,6 +518,21 @@ def run(params: Params) -> Metrics:
         },
         "easy_fraction": {"first": r4(first.get("easy_fraction")), "last": r4(last.get("easy_fraction"))},
         "changed_distractors_percent": round(100 * float(np.mean(changed)), 2) if changed else None,
+        "judges": judge_status,
+        "stop": {
+            "reason": stop["reason"],
+            "iterations": stop["iterations"],
+            "chance_tolerance": p.chance_tolerance,
+            "judges": {
+                k: {
+                    "family": v["family"],
+                    **{f"{w}_{m}": r4(v[w][m]) for w in ("first", "last") for m in ("jaccard", "accuracy")},
+                    "chance_jaccard": r4(v["last"]["chance_jaccard"]),
+                    "chance_accuracy": r4(v["last"]["chance_accuracy"]),
+                }
+                for k, v in stop["judges"].items()
+            },
+        },
     }
 
 

@@ -47,7 +47,7 @@ def planted(n_inst: int = 300, n_concepts: int = 3000, seed: int = 0):
 @pytest.fixture(scope="module")
 def af_run():
     ids, pos, ass, pools, member, easy = planted()
-    final, reps, iters = adversarial_filter(ids, pos, ass, pools, [member], P)
+    final, reps, iters, _stop = adversarial_filter(ids, pos, ass, pools, [member], P)
     return ids, pos, ass, pools, easy, final, reps, iters
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gavil.params.base import Fraction, NonNegInt, PosInt, Section
 
 AfMember = Literal["text", "rival"]
+AfJudge = Literal["length", "k_shortest", "surface", "text"]
 #: m or k: an absolute number of instances (an int >= 1) or a fraction of them (0 < x < 1).
 Size = Annotated[int, Field(ge=1)] | Annotated[float, Field(gt=0, lt=1)]
 
@@ -22,7 +23,11 @@ def resolve_size(v: int | float, n: int) -> int:
 
 
 class AdversarialFilterParams(Section):
-    MODEL_REFS: ClassVar[dict[str, str | None]] = {"text_model": None, "rival_model": "open_clip"}
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {
+        "text_model": None,
+        "rival_model": "open_clip",
+        "judge_text_model": None,
+    }
 
     members: list[AfMember] = ["text", "rival"]  # feature sources: text = text_model, rival = rival_model
     text_model: str = "text-minilm-l6"  # models entry embedding candidate names (offline)
@@ -34,7 +39,23 @@ class AdversarialFilterParams(Section):
     ensemble_iterations: NonNegInt = 50  # swagaf: then 50 with the ensemble
     patience: PosInt = 10  # stop once this many iterations in a row replace nothing
     mlp_hidden: PosInt = 64  # hidden units of the ensemble's MLP
+    # held-out judges of other families than the members (gavil.models.judges): length / k_shortest /
+    # surface (names' characters), text = judge_text_model; AF stops once all are near chance
+    judges: list[AfJudge] = ["length", "k_shortest", "surface", "text"]
+    judge_text_model: str = "text-mpnet"  # models entry of the text judge (must differ from text_model)
+    chance_tolerance: Fraction = 0.05  # judges' held-out Jaccard and accuracy within this of chance
+    judge_every: PosInt = 5  # judge every this many iterations (and the final assignment)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _judges_other_family(self) -> AdversarialFilterParams:
+        if "text" in self.judges and self.judge_text_model == self.text_model:
+            raise ValueError(
+                f"judge_text_model {self.judge_text_model!r} is the adversary's text_model: a judge must be of another family"
+            )
+        if len(set(self.judges)) != len(self.judges):
+            raise ValueError("judges must not repeat")
+        return self
 
     @field_validator("members")
     @classmethod
