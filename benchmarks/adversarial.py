@@ -195,6 +195,144 @@ def release_af(ensemble: int) -> dict:
     }
 
 
+def planted_length_project(dest: Path, n_instances: int = 300, seed: int = 0, **af: object) -> Path:
+    """A scratch project (:func:`benchmarks._common.copy_project`) whose SWOW baseline carries a
+    length artifact: the concepts are the release's 50 shortest (3 letters) and 350 longest names
+    (``image2url.json``), every association is short, so the baseline's random distractors are
+    mostly long. Writes the ``ocr`` (all accepted), ``edges`` and ``swow_instances`` tables the
+    stage reads (N = 5 or 6, K = 2 or 3) and ``params.yaml`` with ``adversarial_filter`` updated by ``af``."""
+    import pandas as pd
+    import yaml
+
+    from benchmarks._common import copy_project
+    from gavil.pipeline import catalog
+
+    copy_project(dest)
+    names = sorted(json.loads((ROOT / "data/sample/winogavil/image2url.json").read_text()))
+    by_len = sorted(names, key=lambda w: (len(w), w))
+    short = [w for w in by_len if len(w) == 3][:50]
+    long_ = by_len[-350:]
+    words = sorted(short + long_)
+    cues = sorted(w for w in names if len(w) in (5, 6) and w not in words)
+    rng = np.random.default_rng(seed)
+    cues = [str(c) for c in rng.choice(cues, n_instances, replace=False)]
+    rows, edges = [], []
+    for i, cue in enumerate(cues):
+        k, n = 2 + i % 2, 5 + (i // 2) % 2
+        assoc = [str(w) for w in rng.choice(short, k, replace=False)]
+        rest = [w for w in words if w not in assoc]
+        cands = assoc + [str(w) for w in rng.choice(rest, n - k, replace=False)]
+        edges += [(cue, a) for a in assoc]
+        rows.append(
+            {
+                "instance_id": f"swow-{i:04d}",
+                "cue": cue,
+                "status": "ok",
+                "reason": None,
+                "associations": assoc,
+                "candidates": [cands[j] for j in rng.permutation(n)],
+                "num_associations": k,
+                "num_candidates": n,
+                "associations_mean_weight": None,
+                "candidates_connectivity_score": None,
+                "dropped_words": [],
+            }
+        )
+    ocr = pd.DataFrame(
+        {
+            "concept": words,
+            "sha256": [f"{i:064x}" for i in range(len(words))],
+            "path": [f"data/images/{i}.png" for i in range(len(words))],
+            "source_url": None,
+            "rank": 1,
+            "candidates_read": 1,
+            "status": "accepted",
+            "reason": None,
+            "ocr_text": None,
+            "ocr_confidence": None,
+            "match_token": None,
+            "match_score": None,
+        }
+    ).astype({"rank": "Int64", "candidates_read": "Int64"})
+    edge_df = (
+        pd.DataFrame(edges, columns=["cue", "response"])
+        .assign(r1_count=pd.NA, r123_count=pd.NA, r1_strength=np.nan, r123_strength=np.nan, rank=1)
+        .assign(source_format="winogavil_swow")
+        .astype({"r1_count": "Int64", "r123_count": "Int64"})
+    )
+    for table, df in (("ocr", ocr), ("edges", edge_df), ("swow_instances", pd.DataFrame(rows))):
+        catalog.write_table(df, table, root=dest)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    params["adversarial_filter"].update(af)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return dest
+
+
+def length_artifact(project: Path, folds: int = 5) -> dict:
+    """On the ``af_instances`` table of ``project``: the share of long (> 3 characters) distractors,
+    a length-only logistic regression's held-out accuracy and Jaccard (``folds``-fold, seeded) and
+    the K-shortest rule's Jaccard, on the original and on the AF distractors, with their chance (%)."""
+    import pandas as pd
+
+    from gavil.models.judges import judge, k_shortest_judge, length_judge
+
+    out = pd.read_parquet(project / "data/adversarial/swow_af.parquet")
+    out = out[out["status"] == "ok"].reset_index(drop=True)
+    universe = sorted(
+        {c for col in ("associations", "distractors", "original_distractors") for x in out[col] for c in x}
+    )
+    idx = {c: i for i, c in enumerate(universe)}
+    pos = [np.array([idx[c] for c in a]) for a in out["associations"]]
+    judges = [length_judge(universe), k_shortest_judge(universe)]
+    res: dict = {"instances": len(out)}
+    for side in ("original_distractors", "distractors"):
+        ass = [np.array([idx[c] for c in d]) for d in out[side]]
+        parts = np.array_split(np.random.default_rng(0).permutation(len(out)), folds)
+        runs = [
+            judge(judges, pos, ass, np.sort(np.concatenate(parts[:f] + parts[f + 1 :])), np.sort(parts[f]), f)
+            for f in range(folds)
+        ]
+
+        def mean(j: str, m: str) -> float:
+            return round(100 * float(np.mean([r[j][m] for r in runs])), 1)
+
+        res["after" if side == "distractors" else "before"] = {
+            "long_distractors_percent": round(
+                100 * float(np.mean([np.mean([len(c) > 3 for c in d]) for d in out[side]])), 1
+            ),
+            "length_accuracy": mean("length", "accuracy"),
+            "length_accuracy_chance": mean("length", "chance_accuracy"),
+            "length_jaccard": mean("length", "jaccard"),
+            "k_shortest_jaccard": mean("k_shortest", "jaccard"),
+            "jaccard_chance": mean("k_shortest", "chance_jaccard"),
+        }
+    return res
+
+
+def planted_length(n_instances: int, judges: list[str]) -> dict:
+    """:func:`planted_length_project` in a temporary folder, ``gavil stage adversarial_filter`` run
+    there (the public interface: params.yaml + the stage's entry point), then :func:`length_artifact`
+    and the stage's metrics (stop reason, per-judge drop)."""
+    import tempfile
+
+    from benchmarks._common import tool_env
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proj = planted_length_project(Path(tmp) / "p", n_instances, judges=judges)
+        t0 = time.perf_counter()
+        subprocess.run(
+            ["gavil", "stage", "adversarial_filter"], cwd=proj, env=tool_env(), check=True, capture_output=True
+        )
+        secs = time.perf_counter() - t0
+        metrics = json.loads((proj / "data/metrics/details/adversarial_filter.json").read_text())
+        return {
+            "stage_seconds": round(secs, 1),
+            **length_artifact(proj),
+            "stop": metrics["stop"],
+            "judges": metrics["judges"],
+        }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", action="store_true")

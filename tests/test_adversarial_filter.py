@@ -188,3 +188,30 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
     assert m["iterations"] == len(pd.read_parquet("data/adversarial/iterations.parquet")) == 4
     assert m["replacements"] == len(pd.read_parquet("data/adversarial/replacements.parquet"))
     assert not (root / "data/export").exists()  # never touches the export
+
+
+def test_planted_length_artifact_ends_near_chance_through_the_stage(tmp_path, monkeypatch):
+    """Issue 28: associations short, baseline distractors mostly long. Run through params.yaml and the
+    stage's entry point; judged by surface models (the adversary is MiniLM on names), AF must stop
+    because the judges reach chance, and a length-only classifier's held-out accuracy and the
+    K-shortest rule's Jaccard on the variant must end within 5 points of chance."""
+    from benchmarks.adversarial import length_artifact, planted_length_project
+    from gavil.params import load_params
+    from gavil.pipeline.runner import run_stage
+
+    proj = planted_length_project(tmp_path / "p", 200, seed=1, judges=["length", "k_shortest", "surface"])
+    monkeypatch.chdir(proj)
+    m = run_stage("adversarial_filter", load_params())
+    assert m["stop"]["reason"] == "judges_at_chance"
+    assert set(m["stop"]["judges"]) == {"length", "k_shortest", "surface"}
+    res = length_artifact(proj)
+    before, after = res["before"], res["after"]
+    assert before["long_distractors_percent"] > 80 and before["k_shortest_jaccard"] > before["jaccard_chance"] + 30
+    assert abs(after["length_accuracy"] - after["length_accuracy_chance"]) <= 5
+    assert abs(after["k_shortest_jaccard"] - after["jaccard_chance"]) <= 5
+    assert after["long_distractors_percent"] < 15
+
+
+def test_a_judge_of_the_adversarys_family_is_refused():
+    with pytest.raises(ValueError, match="another family"):
+        AdversarialFilterParams(text_model="text-mpnet", judge_text_model="text-mpnet")
