@@ -21,7 +21,7 @@ from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
 from gavil.game.rival import Rival, load_rival
-from gavil.game.service import CandidateSet, Game, GameError
+from gavil.game.service import CandidateSet, Game, GameError, VariantInstance
 from gavil.game.store import store_file
 from gavil.params import Params
 from gavil.pipeline import catalog
@@ -90,4 +90,28 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
         annotator_key(params.annotations.annotator_key_env),
         ProfanityFilter(prof.extra_words, prof.allow_words).reason,
     )
+    if g.serve_af_variant:
+        paths |= serve_af_variant(game, root)
     return game, paths
+
+
+def serve_af_variant(game: Game, root: Path = Path(".")) -> dict[str, Path]:
+    """Store the ``swow_af`` variant's instances (``af_instances``: status ok, every candidate with an
+    accepted image) as solve tasks (:meth:`Game.serve_variant`); returns sha256 -> image file of their images.
+
+    Raises:
+        catalog.MissingInput: no variant table (run ``dvc repro adversarial_filter``).
+    """
+    af = catalog.read_table("af_instances", root)
+    images = accepted_images(catalog.read_table("ocr", root))
+    out: list[VariantInstance] = []
+    for iid, cue, status, cands, assoc in zip(
+        af["instance_id"], af["cue"], af["status"], af["candidates"], af["associations"]
+    ):
+        if status == "ok" and all(c in images for c in cands):
+            out.append(
+                VariantInstance(f"swow_af:{iid}", cue, tuple(cands), tuple(assoc), tuple(images[c][0] for c in cands))
+            )
+    added = game.serve_variant(out)
+    print(f"game: serving {len(out)} swow_af instances as solve tasks ({added} new)", file=sys.stderr)
+    return {images[c][0]: root / images[c][1] for v in out for c in v.candidates}

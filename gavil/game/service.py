@@ -68,6 +68,21 @@ class CandidateSet:
     shas: tuple[str, ...]  # the accepted image of each, by content hash
 
 
+#: the spymaster of served ``swow_af`` instances (a player row nobody can sign in as)
+VARIANT_SPYMASTER = "variant:swow_af"
+
+
+@dataclass(frozen=True)
+class VariantInstance:
+    """An instance of the ``swow_af`` variant (``af_instances``) served as a solve task."""
+
+    instance_id: str
+    cue: str
+    candidates: tuple[str, ...]  # concept names, the variant's candidate order
+    associations: tuple[str, ...]
+    shas: tuple[str, ...]  # the accepted image of each candidate
+
+
 def clean_name(name: object) -> str:
     """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, 1 to ``MAX_NAME`` code points,
     no invisible character, one script). Raises GameError 400 with the reason."""
@@ -127,6 +142,51 @@ class Game:
         con.close()
         self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
         self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
+
+    def serve_variant(self, instances: Sequence[VariantInstance]) -> int:
+        """Store ``instances`` (the ``swow_af`` variant, ``game.serve_af_variant``) as creations of
+        :data:`VARIANT_SPYMASTER` so players are served them as solve tasks like any association,
+        and the import reads their solves (``images_source`` ``swow_af``, :func:`gavil.game.store.read_submissions`);
+        selection (``select.min_solvers``, mean solver Jaccard >= ``select.min_solvable``) decides
+        whether one reaches the export. Idempotent (an instance already stored is left as it is);
+        no rival score (fool-the-AI is the spymaster's game, not the variant's). Returns how many
+        were added."""
+        now = self.clock()
+        added = 0
+        with transaction(self.db) as db:
+            db.execute(
+                "INSERT OR IGNORE INTO players VALUES (?, ?, ?, ?, ?)",
+                (VARIANT_SPYMASTER, _sha(secrets.token_urlsafe(32)), "swow_af variant", VARIANT_SPYMASTER, now),
+            )
+            for v in instances:
+                self._by_name |= dict(zip(v.candidates, v.shas))
+                self.images |= set(v.shas)
+                tid = f"{VARIANT_SPYMASTER}:{v.instance_id}"
+                cands = json.dumps(list(v.candidates), ensure_ascii=False)
+                if db.execute("SELECT 1 FROM creations WHERE instance_id = ?", (v.instance_id,)).fetchone():
+                    continue
+                db.execute(
+                    "INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, tid, VARIANT_SPYMASTER, cands, now)
+                )
+                content = json.dumps([normalize_name(v.cue), sorted(normalize_name(c) for c in v.candidates)])
+                db.execute(
+                    "INSERT OR IGNORE INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key,"
+                    " candidates, associations, rival_status, rival_predictions, score_fool_the_ai, created_at,"
+                    " rival_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'no_weights', NULL, NULL, ?, 'done')",
+                    (
+                        v.instance_id,
+                        tid,
+                        VARIANT_SPYMASTER,
+                        v.cue,
+                        normalize_name(v.cue),
+                        content,
+                        cands,
+                        json.dumps([normalize_name(a) for a in v.associations], ensure_ascii=False),
+                        now,
+                    ),
+                )
+                added += 1
+        return added
 
     def close(self) -> None:
         """Stop the rival's thread (pending creations stay pending, for the next start)."""

@@ -334,7 +334,8 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 else None,
                 "rival_status": r["rival_status"],
                 "rival_state": _state(r),
-                "images_source": "random",
+                # served swow_af instances (gavil.game.service.Game.serve_variant) say so; the rest are random sets
+                "images_source": "swow_af" if r["spymaster_id"] == "variant:swow_af" else "random",
             }
             for r in con.execute(f"SELECT {', '.join(creation_columns)} FROM creations ORDER BY seq")
         ]

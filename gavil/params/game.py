@@ -59,6 +59,9 @@ class GameParams(Section):
     join_limit_per_address: RateLimit = runtime_field("30/minute; 100/hour")  # POST /api/join per client address
     join_limit_per_code: RateLimit = runtime_field("60/minute")  # POST /api/join per join code sent (right or wrong)
     submission_limit_per_address: RateLimit = runtime_field("120/minute")  # creates + solves per client address
+    # true: the swow_af variant's instances (data/adversarial/swow_af.parquet, status ok, every image
+    # accepted) are served as solve tasks too; their solves are imported and selection decides (>= 80 %)
+    serve_af_variant: bool = runtime_field(False)
     # seconds a served solve task stays reserved for its player; an answer after it is refused
     lease_s: PosInt = runtime_field(600)
     # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
