@@ -293,7 +293,7 @@ def length_artifact(project: Path, folds: int = 5) -> dict:
             for f in range(folds)
         ]
 
-        def mean(j: str, m: str) -> float:
+        def mean(j: str, m: str, runs: list = runs) -> float:
             return round(100 * float(np.mean([r[j][m] for r in runs])), 1)
 
         res["after" if side == "distractors" else "before"] = {

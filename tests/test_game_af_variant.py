@@ -18,7 +18,7 @@ from stages.select_instances import select
 from tests.test_game import KEY, NO_RIVAL, Player, params, project  # noqa: F401 (fixture)
 
 
-def _variant(project) -> None:
+def _variant(root) -> None:
     rows = [
         ("swow-a", "space", ["rocket", "moon"], ["rocket", "cat", "moon", "coffee", "brick"]),
         ("swow-b", "money", ["coin", "page"], ["coin", "horse", "grass", "page", "clock"]),
@@ -47,12 +47,12 @@ def _variant(project) -> None:
             }
         ),
         "af_instances",
-        project,
+        root,
     )
 
 
 @pytest.mark.parametrize("serve", [True, False])
-def test_served_variant_instances_reach_selection_only_through_human_solves(project, serve):
+def test_served_variant_instances_reach_selection_only_through_human_solves(project, serve):  # noqa: F811
     _variant(project)
     game, images = build_game(params(serve_af_variant=serve), project, NO_RIVAL)
     client = TestClient(create_app(game, images))

@@ -127,8 +127,11 @@ def judge(
     and scored on the ``test`` instances (module docstring: Jaccard, accuracy, their chance).
 
     Args:
-        positives, assigned: per instance, concept indices of the associations and distractors.
-        train, test: instance indices (disjoint). seed: the tie-break order and the fits' seed.
+        positives: per instance, concept indices of the associations.
+        assigned: per instance, concept indices of the distractors.
+        train: instance indices the judges learn from.
+        test: instance indices they are scored on (disjoint from ``train``).
+        seed: the tie-break order and the fits' seed.
     """
     rng = np.random.default_rng([seed, 7])
     ti = np.concatenate([np.full(len(positives[i]) + len(assigned[i]), i) for i in train])
