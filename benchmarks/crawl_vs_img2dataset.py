@@ -144,6 +144,7 @@ def make_project(dest: Path, urllist: Path, threads: int) -> Path:
     return dest
 
 
+STAGE_FATES: dict[str, int] = {}  # the last stage run's concepts by status
 _STAGE_OUTPUTS = ("image_store", "crawl_journal", "candidates", "images")
 
 
@@ -190,11 +191,12 @@ def _stage_env(project: Path) -> dict[str, str]:
 
 def run_stage(project: Path) -> tuple[float, float, int]:
     """``gavil stage crawl_images`` in ``project`` from a new interpreter, outputs removed first;
-    (wall s, CPU s, concepts with an ok image)."""
+    (wall s, CPU s, concepts with an ok image). The concepts' fates go to :data:`STAGE_FATES`."""
     _clean_stage_outputs(project)
     gavil = str(Path(sys.executable).parent / "gavil")
     wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, _stage_env(project))
     details = json.loads((project / "data/metrics/details/crawl_images.json").read_text())
+    STAGE_FATES.update(details["by_status"])
     return wall, cpu, int(details["by_status"].get("ok", 0))
 
 
@@ -416,6 +418,7 @@ def main() -> None:
         "img2dataset": exe or "not installed",
         "img2dataset_flags": {k: I2D_RUNS[k] for k in kinds},
         "runs": runs,
+        "stage_concepts_by_status": STAGE_FATES,  # e.g. near-duplicate crops of the same photos: duplicate
         "wall_s_mean": {t: mean(t) for t in tools},
         "cpu_s_mean": {t: mean(t, "cpu_s") for t in tools},
         "cpu_ms_per_image": {t: round(mean(t, "cpu_s") / n * 1e3, 2) for t in tools},  # type: ignore[operator]
