@@ -269,7 +269,7 @@ def profiled_stage(project: Path, dest: Path) -> dict[str, Any]:
         finally:
             threading.Thread.run = orig_run  # type: ignore[method-assign]
         by_role["main"] = time.thread_time() - m0
-        cpu_roles = {k: round(v, 3) for k, v in sorted(by_role.items(), key=lambda kv: -kv[1])}
+        cpu_roles = {k: round(by_role[k], 3) for k in sorted(by_role, key=by_role.__getitem__, reverse=True)}
         cpu_roles["process_total"] = round(time.process_time() - c0, 3)
         cpu_roles["wall"] = round(time.perf_counter() - t0, 3)
 
