@@ -1,28 +1,36 @@
-"""The crawl against img2dataset, the peer users would otherwise pick (issue 20).
+"""The crawl against img2dataset 1.47, the peer users would otherwise pick (issues 20 and 27).
 
-A separate server process on 127.0.0.1 (keep-alive, TCP_NODELAY; ``benchmarks/crawl.py``'s server)
-serves N distinct 256x192 JPEGs (robots.txt is a 404). In one run, interleaved (A B A B ...):
+Inputs are web-shaped (:mod:`benchmarks._web`: photos, long side 500-1,600 px, 30-400 KB; default
+2,000 of them, cached under ``--cache``), served by **one** separate server process on 127.0.0.1
+(keep-alive, TCP_NODELAY; robots.txt is a 404). Both sides run 8 download threads and are timed the
+way a user waits for them: the wall time of the whole command, a new interpreter each time (its
+start and imports included), and its CPU time (``RUSAGE_CHILDREN``: the command and every process
+it waited for). In each round, in an order that rotates from round to round:
 
-- A: img2dataset (``--resize_mode no --disable_all_reencoding True --thread_count 8
-  --processes_count 1``, a txt URL list, ``files`` output) as a subprocess: wall time of the whole
-  command (its interpreter start and imports included: that is what a user waits for), and
-  separately the time of ``img2dataset --help`` (start + imports only).
-- bare: urllib3 on 8 threads streaming each image to a file with sha256, nothing else (the floor).
-- B: this project's ``crawl_images`` core (:func:`stages.crawl_images.stage.crawl`) in
-  ``urllist`` mode on the same URLs, 8 threads, no politeness delay, a fresh directory each round
-  (nothing reused from the journal): robots.txt, the guarded client, Pillow validation,
-  sha256 + phash, journal, staging, registration.
+- ``i2d_skip_reencode``: ``img2dataset --resize_mode no --skip_reencode True`` (decodes each image
+  with OpenCV to check it, keeps the original bytes: the peer configuration doing the same work as
+  the stage, which checks every image and keeps its bytes);
+- ``i2d_no_decode``: ``--disable_all_reencoding True`` (no decode at all: bytes straight to disk);
+- ``i2d_default`` (``--with-default``): its default (decode, resize to 256 px with borders, re-encode);
+- ``stage``: ``gavil stage crawl_images`` in a scratch project (``crawl.source: urllist``, 8 threads,
+  ``per_host`` 8 connections and no delay, loopback allowed; ``concept_filter`` written directly),
+  its outputs removed before each round so nothing is reused: robots.txt, the guarded client, Pillow
+  validation (format, size, truncation), sha256 + perceptual hash, the store, the journal, and the
+  ``candidates`` / ``images`` tables.
 
-Then one more crawl under cProfile (every thread profiled, stats merged; profiling slows it) and
-its cumulative top 25 saved to ``benchmarks/results/crawl_vs_img2dataset_profile.txt``.
+``--profile`` adds two in-process stage runs: one summing each thread's CPU time per role (main,
+downloader threads, ...: where the cores go), one with every thread under cProfile (wall time:
+where threads wait), written to ``benchmarks/results/crawl_vs_img2dataset_profile.txt``. Every run
+also measures the CPU of the stage's start alone (``gavil stage`` imports) and of validation alone
+per image (one thread).
 
 img2dataset is not a project dependency: install it in its own venv
 (``python3 -m venv /work/venv-i2d && /work/venv-i2d/bin/pip install img2dataset==1.47.0``) and pass
-``--img2dataset /work/venv-i2d/bin/img2dataset`` (default: ``img2dataset`` on PATH; absent: the
-table says "not installed").
+``--img2dataset /work/venv-i2d/bin/img2dataset``.
 
-Usage (project root, venv):  python benchmarks/crawl_vs_img2dataset.py [--images 2000] [--rounds 2]
-Writes benchmarks/results/crawl_vs_img2dataset.json.
+Usage (project root, venv):  python benchmarks/crawl_vs_img2dataset.py [--images 2000] [--rounds 3]
+    [--img2dataset PATH] [--with-default] [--profile]
+Prints a table and writes benchmarks/results/crawl_vs_img2dataset.json.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import argparse
 import cProfile
 import io
 import json
+import multiprocessing as mp
 import os
 import pstats
 import resource
@@ -46,78 +55,244 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
-from benchmarks.crawl import start_server  # noqa: E402
+from benchmarks._common import copy_project, machine, tool_env, write_result  # noqa: E402
 
-I2D_FLAGS = [
-    "--resize_mode",
-    "no",
-    "--disable_all_reencoding",
-    "True",
-    "--thread_count",
-    "8",
-    "--processes_count",
-    "1",
-]
+I2D_COMMON = ["--resize_mode", "no", "--thread_count", "8", "--processes_count", "1"]
+I2D_RUNS = {
+    "i2d_skip_reencode": [*I2D_COMMON, "--skip_reencode", "True"],
+    "i2d_no_decode": [*I2D_COMMON, "--disable_all_reencoding", "True"],
+    "i2d_default": ["--thread_count", "8", "--processes_count", "1"],
+}
 
 
-def _cpu(who: int) -> float:
-    """User + system CPU seconds of ``resource.RUSAGE_SELF`` or ``RUSAGE_CHILDREN`` (waited-for
-    descendants, img2dataset's worker process included)."""
-    ru = resource.getrusage(who)
+# ------------------------------------------------------------------------------------------ server
+def _serve(port_q: mp.Queue, folder: str) -> None:
+    """Serve ``folder``'s files (held in memory) at ``/img/<name>`` on 127.0.0.1."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    files = {f"/img/{p.name}": p.read_bytes() for p in Path(folder).iterdir()}
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
+        disable_nagle_algorithm = True  # TCP_NODELAY, as real servers set it
+
+        def do_GET(self) -> None:
+            body = files.get(self.path.partition("?")[0])
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", "image/jpeg" if body is not None else "text/plain")
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            if body:
+                self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    server.daemon_threads = True
+    port_q.put(server.server_address[1])
+    server.serve_forever()
+
+
+def start_server(folder: Path, timeout_s: float = 120) -> tuple[mp.Process, str]:
+    """:func:`_serve` in a daemon process: (the process, its base URL once it listens)."""
+    q: mp.Queue = mp.Queue()
+    server = mp.Process(target=_serve, args=(q, str(folder)), daemon=True)
+    server.start()
+    return server, f"http://127.0.0.1:{q.get(timeout=timeout_s)}"
+
+
+# ------------------------------------------------------------------------------------------ inputs
+def image_set(cache: Path, n: int, seed: int) -> Path:
+    """``n`` web-shaped JPEGs (:func:`benchmarks._web.write_web_photos`), made once into ``cache``."""
+    from benchmarks._web import write_web_photos
+
+    folder = cache / f"web-{n}-seed{seed}"
+    if not folder.is_dir():
+        part = cache / f"{folder.name}.part-{os.getpid()}"
+        write_web_photos(part, n, seed=seed)
+        os.rename(part, folder)
+    return folder
+
+
+def make_project(dest: Path, urllist: Path, threads: int) -> Path:
+    """A scratch project in ``dest``: the code, params for a loopback urllist crawl, and the
+    ``concept_filter`` table of the map's concepts (all ``ok``)."""
+    import pandas as pd
+    import yaml
+
+    copy_project(dest, with_params=False)
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["crawl"] |= {
+        "source": "urllist",
+        "urllist_path": str(urllist),
+        "threads": threads,
+        "allow_private_hosts": True,  # the benchmark's host is loopback
+        "per_host": {"max_connections": threads, "delay_s": 0.0},  # no politeness delay
+    }
+    (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    concepts = sorted(json.loads(urllist.read_text()))
+    cf = pd.DataFrame({"concept": concepts, "status": ["ok"] * len(concepts), "reason": [None] * len(concepts)})
+    cwd = os.getcwd()
+    os.chdir(dest)
+    try:
+        from gavil.pipeline import catalog
+
+        catalog.write_table(cf, "concept_filter")
+    finally:
+        os.chdir(cwd)
+    return dest
+
+
+STAGE_FATES: dict[str, int] = {}  # the last stage run's concepts by status
+_STAGE_OUTPUTS = ("image_store", "crawl_journal", "candidates", "images")
+
+
+def _clean_stage_outputs(project: Path) -> None:
+    from gavil.pipeline import catalog
+
+    for name in _STAGE_OUTPUTS:
+        target = project / catalog.entry(name).path
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------ runs
+def _cpu_children() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
 
 
-def _img2dataset(exe: str, urls: Path, out: Path) -> tuple[float, int]:
-    """Run img2dataset on ``urls``; returns (wall s, jpg files written)."""
-    t0 = time.perf_counter()
-    subprocess.run(
-        [exe, "--url_list", str(urls), "--output_folder", str(out), "--input_format", "txt", "--output_format", "files"]
-        + I2D_FLAGS,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Run ``cmd``; (wall s, CPU s of it and its waited-for descendants, stdout)."""
+    c0, t0 = _cpu_children(), time.perf_counter()
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
+    if out.returncode:
+        raise RuntimeError(f"{cmd[0]} failed:\n{out.stderr[-3000:]}")
+    return wall, cpu, out.stdout
+
+
+def run_img2dataset(exe: str, kind: str, urls: Path, out: Path) -> tuple[float, float, int]:
+    """One img2dataset command; (wall s, CPU s, images written)."""
+    cmd = [exe, "--url_list", str(urls), "--output_folder", str(out), "--input_format", "txt"]
+    cmd += ["--output_format", "files", *I2D_RUNS[kind]]
+    wall, cpu, _ = _timed(cmd, out.parent, {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"})
+    got = sum(1 for _ in out.rglob("*.jpg"))
+    shutil.rmtree(out, ignore_errors=True)
+    return wall, cpu, got
+
+
+def _stage_env(project: Path) -> dict[str, str]:
+    return tool_env(PYTHONPATH=str(project))  # the project's own copy of the code
+
+
+def run_stage(project: Path) -> tuple[float, float, int]:
+    """``gavil stage crawl_images`` in ``project`` from a new interpreter, outputs removed first;
+    (wall s, CPU s, concepts with an ok image). The concepts' fates go to :data:`STAGE_FATES`."""
+    _clean_stage_outputs(project)
+    gavil = str(Path(sys.executable).parent / "gavil")
+    wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, _stage_env(project))
+    details = json.loads((project / "data/metrics/details/crawl_images.json").read_text())
+    STAGE_FATES.update(details["by_status"])
+    return wall, cpu, int(details["by_status"].get("ok", 0))
+
+
+def start_cpu(project: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of the ``gavil stage crawl_images`` start alone: a new interpreter importing
+    what the command and the stage import, nothing run."""
+    code = (
+        "import gavil.cli\nfrom gavil.params import load_params\nfrom gavil.pipeline.dvc import check_stage_params\n"
+        "from gavil.pipeline.runner import run_stage\nimport stages.crawl_images\n"
+        "load_params('params.yaml')\n"
     )
-    wall = time.perf_counter() - t0
-    return wall, sum(1 for _ in out.rglob("*.jpg"))
+    wall, cpu, _ = _timed([sys.executable, "-c", code], project, _stage_env(project))
+    return wall, cpu
 
 
-def _crawl(params: Any, cf: Any, work: Path) -> tuple[float, int]:
-    """Run the stage core in a fresh ``work`` directory; returns (wall s, concepts with an ok image)."""
-    from stages.crawl_images.stage import crawl
+# ------------------------------------------------------------------------------------------ profile
+_NAMED = {  # label: (file suffix, function); "~" marks a C function
+    "download (fetch.download, per image)": ("fetch.py", "download"),
+    "HTTP client fetch (guarded urllib3)": ("client.py", "fetch"),
+    "socket recv_into": ("~", "<method 'recv_into' of '_socket.socket' objects>"),
+    "keep_file (validate, hash, store)": ("store.py", "keep_file"),
+    "inspect_image (Pillow decode + phash)": ("validate.py", "inspect_image"),
+    "phash (grey 32x32 + DCT)": ("validate.py", "_phash"),
+    "Pillow decode": ("~", "<method 'decode' of 'ImagingDecoder' objects>"),
+    "sha256 update": ("~", "<method 'update' of '_hashlib.HASH' objects>"),
+    "journal append": ("journal.py", "append"),
+    "robots check": ("robots.py", "check"),
+    "register (tables)": ("register.py", "register"),
+    "reduce (register, write tables)": ("stage.py", "reduce"),
+    "lock acquire (threads waiting)": ("~", "<method 'acquire' of '_thread.lock' objects>"),
+}
 
-    work.mkdir(parents=True)
-    os.chdir(work)
-    t0 = time.perf_counter()
-    _, images = crawl(cf, params)
-    wall = time.perf_counter() - t0
-    os.chdir(ROOT)
-    return wall, int((images["status"] == "ok").sum())
+
+def _role(name: str) -> str:
+    """A thread's role from its name (icrawler names its workers ``downloader-001`` ...)."""
+    return name.rsplit("-", 1)[0] if name[-3:].isdigit() else name
 
 
-def _profiled_crawl(params: Any, cf: Any, work: Path, dest: Path, cpu: bool) -> dict[str, float]:
-    """One crawl with every thread under cProfile; writes the cumulative and own-time top 25 (all
-    threads merged) and a few named costs to ``dest``. ``cpu``: time each thread's CPU
-    (``time.thread_time``: where the 2 cores go) instead of wall time (where threads wait).
-    Returns {label: cumulative s summed over threads}."""
-    timer = time.thread_time if cpu else time.perf_counter
-    profiles: list[cProfile.Profile] = []
-    lock = threading.Lock()
+def profiled_stage(project: Path, dest: Path) -> dict[str, Any]:
+    """One stage run (:func:`gavil.pipeline.runner.run_stage`, in this process, imports already
+    done), twice: first with each thread's CPU time (``time.thread_time`` at its end) summed per
+    role (main, feeder, parser, downloader, crawl-deadline ...: where the cores go); then with every
+    thread under cProfile (wall time, summed over threads: where threads wait), whose named
+    costs and cumulative / own-time top 30 go to ``dest``. Returns
+    ``{"cpu_s_by_thread_role": ..., "cprofile_wall_s": ...}``."""
+    from gavil.pipeline.runner import run_stage as run
 
-    def start(frame: Any, event: str, arg: Any) -> None:  # first event of a new thread: switch to cProfile
-        prof = cProfile.Profile(timer)
-        with lock:
-            profiles.append(prof)
-        prof.enable()
-
-    threading.setprofile(start)
-    main = cProfile.Profile(timer)
-    main.enable()
+    cwd = os.getcwd()
+    os.chdir(project)
     try:
-        _crawl(params, cf, work)
+        # 1. per-thread CPU, no profiler
+        _clean_stage_outputs(project)
+        by_role: dict[str, float] = {}
+        lock = threading.Lock()
+        orig_run = threading.Thread.run
+
+        def counted_run(self: threading.Thread) -> None:
+            try:
+                orig_run(self)
+            finally:
+                with lock:
+                    role = _role(self.name)
+                    by_role[role] = by_role.get(role, 0.0) + time.thread_time()
+
+        threading.Thread.run = counted_run  # type: ignore[method-assign]
+        c0, t0 = time.process_time(), time.perf_counter()
+        m0 = time.thread_time()
+        try:
+            run("crawl_images")
+        finally:
+            threading.Thread.run = orig_run  # type: ignore[method-assign]
+        by_role["main"] = time.thread_time() - m0
+        cpu_roles = {k: round(by_role[k], 3) for k in sorted(by_role, key=by_role.__getitem__, reverse=True)}
+        cpu_roles["process_total"] = round(time.process_time() - c0, 3)
+        cpu_roles["wall"] = round(time.perf_counter() - t0, 3)
+
+        # 2. cProfile of every thread, wall clock
+        _clean_stage_outputs(project)
+        profiles: list[cProfile.Profile] = []
+
+        def start(frame: Any, event: str, arg: Any) -> None:  # a new thread's first event: switch to cProfile
+            prof = cProfile.Profile()
+            with lock:
+                profiles.append(prof)
+            prof.enable()
+
+        threading.setprofile(start)
+        main = cProfile.Profile()
+        main.enable()
+        try:
+            run("crawl_images")
+        finally:
+            main.disable()
+            threading.setprofile(None)
     finally:
-        main.disable()
-        threading.setprofile(None)
+        os.chdir(cwd)
     stats = pstats.Stats(main)
     for prof in profiles:
         try:
@@ -126,242 +301,146 @@ def _profiled_crawl(params: Any, cf: Any, work: Path, dest: Path, cpu: bool) -> 
             pass
     buf = io.StringIO()
     stats.stream = buf  # type: ignore[attr-defined]
-    stats.sort_stats("cumulative").print_stats(25)
-    stats.sort_stats("tottime").print_stats(25)
-    named = {  # label: (file suffix, function); "~" marks a C function
-        "download (fetch.download, per image)": ("fetch.py", "download"),
-        "HTTP client fetch (guarded urllib3)": ("client.py", "fetch"),
-        "urllib3 is_connection_dropped poll": ("util/connection.py", "is_connection_dropped"),
-        "socket recv_into": ("~", "<method 'recv_into' of '_socket.socket' objects>"),
-        "socket sendall": ("~", "<method 'sendall' of '_socket.socket' objects>"),
-        "keep_file (validate, hash, store)": ("store.py", "keep_file"),
-        "inspect_image (Pillow decode + phash)": ("validate.py", "inspect_image"),
-        "phash (grey 32x32 + DCT)": ("validate.py", "_phash"),
-        "Pillow decode": ("~", "<method 'decode' of 'ImagingDecoder' objects>"),
-        "sha256 update": ("~", "<method 'update' of '_hashlib.HASH' objects>"),
-        "journal append": ("journal.py", "append"),
-        "robots check": ("robots.py", "check"),
-        "url guard addresses": ("urlguard.py", "addresses"),
-        "register (tables)": ("register.py", "register"),
-        "tqdm progress": ("tqdm/std.py", "__iter__"),
-        "time.sleep (polls)": ("~", "<built-in method time.sleep>"),
-        "lock acquire (threads waiting)": ("~", "<method 'acquire' of '_thread.lock' objects>"),
-    }
-    costs: dict[str, float] = {}
+    stats.sort_stats("cumulative").print_stats(30)
+    stats.sort_stats("tottime").print_stats(30)
     raw = stats.stats  # type: ignore[attr-defined]
-    for label, (suffix, fn) in named.items():
-        # cumulative time (summed over threads) of the matching function
-        costs[label] = round(
+    costs = {
+        label: round(
             sum(
                 ct for (file, _l, func), (_cc, _nc, _tt, ct, _c) in raw.items() if func == fn and file.endswith(suffix)
             ),
             3,
         )
+        for label, (suffix, fn) in _NAMED.items()
+    }
     dest.write_text(
-        f"cProfile of one crawl_images run (urllist, {params.crawl.threads} threads, {len(cf)} images), all threads "
-        + (
-            "merged; timer: each thread's CPU time (time.thread_time)\n\n"
-            if cpu
-            else "merged; timer: wall time, summed over threads (8 workers waiting in parallel count 8 times)\n\n"
-        )
-        + "named costs (s, cumulative, summed over threads):\n"
+        "One crawl_images stage run (in-process, imports done).\n\n"
+        "CPU seconds by thread role (time.thread_time of each thread, no profiler):\n"
+        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in cpu_roles.items())
+        + "\ncProfile, all threads merged, wall time summed over threads (8 workers waiting at once count 8 times)."
+        + "\nNamed costs (s, cumulative):\n"
         + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in costs.items())
         + "\n"
         + buf.getvalue()
     )
-    return costs
+    return {"cpu_s_by_thread_role": cpu_roles, "cprofile_wall_s": costs}
 
 
-def _setup(urllist: Path, threads: int) -> tuple[Any, Any]:
-    """The crawl params (urllist source, ``threads`` threads, no politeness delay, loopback allowed)
-    and the concept_filter table of the map's concepts."""
-    import pandas as pd
-    import yaml
+def validation_cpu_ms(folder: Path, limit: int = 300) -> dict[str, float]:
+    """CPU ms per image (one thread) of the stage's validation (:func:`inspect_image`: open, size
+    check, draft decode, phash) and, for comparison, of a full Pillow decode and of OpenCV's
+    ``imdecode`` (what img2dataset's check does), on the first ``limit`` files."""
+    from PIL import Image
 
-    from gavil.params import parse_params
-
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    raw["crawl"] = raw["crawl"] | {
-        "source": "urllist",
-        "urllist_path": str(urllist),
-        "threads": threads,
-        "allow_private_hosts": True,  # the benchmark's host is loopback
-        "per_host": {"max_connections": threads, "delay_s": 0.0},  # no politeness delay
-    }
-    concepts = sorted(json.loads(urllist.read_text()))
-    n = len(concepts)
-    cf = pd.DataFrame({"concept": concepts, "status": ["ok"] * n, "reason": [None] * n})
-    return parse_params(raw), cf
-
-
-def _bare_urllib3(urls: list[str], threads: int, work: Path) -> tuple[float, int]:
-    """The floor: urllib3 on ``threads`` threads streaming each body to a file with sha256, nothing
-    else (no guard, robots, validation, journal). Returns (wall s, files fetched)."""
-    import hashlib
-    from concurrent.futures import ThreadPoolExecutor
-
-    import urllib3
-
-    work.mkdir(parents=True)
-    pm = urllib3.PoolManager(maxsize=threads)
-
-    def one(url: str) -> int:
-        r = pm.request("GET", url, preload_content=False)
-        h = hashlib.sha256()
-        with open(work / url.rsplit("/", 1)[1], "wb") as f:
-            for chunk in r.stream(1 << 16):
-                h.update(chunk)
-                f.write(chunk)
-        r.release_conn()
-        return r.status
-
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        got = sum(status == 200 for status in pool.map(one, urls))
-    return time.perf_counter() - t0, got
-
-
-def _inspect_cpu_ms(folder: Path, params: Any) -> float:
-    """CPU ms per image of the stage's validation (Pillow open + full decode + phash) on ``folder``'s
-    files, one thread, no profiler."""
     from stages.crawl_images.validate import inspect_image
 
-    files = sorted(folder.iterdir())
-    c = params.crawl
-    t0 = time.thread_time()
-    for f in files:
-        inspect_image(f, c.min_side, c.max_pixels, c.accept_formats, with_phash=True)
-    return round((time.thread_time() - t0) / len(files) * 1e3, 3)
+    files = sorted(folder.iterdir())[:limit]
+
+    def per_image(fn: Any) -> float:
+        fn(files[0])
+        t0 = time.thread_time()
+        for f in files:
+            fn(f)
+        return round((time.thread_time() - t0) / len(files) * 1e3, 3)
+
+    def full(f: Path) -> None:
+        with Image.open(f) as im:
+            im.load()
+
+    return {
+        "inspect_image": per_image(lambda f: inspect_image(f, 64, 50_000_000, with_phash=True)),
+        "pillow_full_decode": per_image(full),
+    }
 
 
-def _fresh_process_crawl(urllist: Path, threads: int, work: Path) -> tuple[float, int]:
-    """The crawl in a new interpreter (its imports included, like img2dataset's wall time)."""
-    t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, __file__, "--child-crawl", str(work), "--urllist", str(urllist), "--threads", str(threads)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return time.perf_counter() - t0, int(out.stdout.split()[-1])
-
-
+# ------------------------------------------------------------------------------------------ main
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--images", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "gavil-web-photos"))
     ap.add_argument("--img2dataset", default="img2dataset", help="the img2dataset executable (own venv)")
-    ap.add_argument("--no-profile", action="store_true")
-    ap.add_argument("--child-crawl", help=argparse.SUPPRESS)  # internal: one crawl in this directory
-    ap.add_argument("--urllist", help=argparse.SUPPRESS)
+    ap.add_argument("--with-default", action="store_true", help="also img2dataset's default (re-encode)")
+    ap.add_argument("--profile", action="store_true", help="also profile one in-process stage run")
     args = ap.parse_args()
-    n = args.images
-    if args.child_crawl:
-        params, cf = _setup(Path(args.urllist), args.threads)
-        print(_crawl(params, cf, Path(args.child_crawl))[1])
-        return
 
+    folder = image_set(Path(args.cache), args.images, args.seed)
+    from benchmarks._web import describe
+
+    files = sorted(folder.iterdir())
     exe = shutil.which(args.img2dataset)
+    kinds = [k for k in I2D_RUNS if k != "i2d_default" or args.with_default] if exe else []
     load_before = os.getloadavg()
-    server, base = start_server(n, timeout_s=120)
+    server, base = start_server(folder)
     tmp = Path(tempfile.mkdtemp(prefix="gavil-i2d-bench-"))
-    urls = [f"{base}/img/{i}.jpg" for i in range(n)]
-    (tmp / "urls.txt").write_text("\n".join(urls) + "\n")
-    concepts = [f"concept {i:05d}" for i in range(n)]
-    (tmp / "urllist.json").write_text(json.dumps(dict(zip(concepts, urls, strict=True))))
-
-    params, cf = _setup(tmp / "urllist.json", args.threads)
-
-    i2d_help_s = None
-    if exe:
-        t0 = time.perf_counter()
-        subprocess.run([exe, "--help"], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        i2d_help_s = round(time.perf_counter() - t0, 2)
-    runs: list[dict[str, Any]] = []
-    for r in range(args.rounds):
-        if exe:
-            c0 = _cpu(resource.RUSAGE_CHILDREN)
-            wall, got = _img2dataset(exe, tmp / "urls.txt", tmp / f"i2d-{r}")
-            cpu = round(_cpu(resource.RUSAGE_CHILDREN) - c0, 2)
-            runs.append({"round": r, "tool": "img2dataset", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got})
-            print(f"round {r} img2dataset   {wall:6.2f} s  {got} images", flush=True)
-        c0 = _cpu(resource.RUSAGE_SELF)
-        wall, got = _crawl(params, cf, tmp / f"crawl-{r}")
-        cpu = round(_cpu(resource.RUSAGE_SELF) - c0, 2)
-        runs.append({"round": r, "tool": "crawl_images", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got})
-        print(f"round {r} crawl_images  {wall:6.2f} s  {got} images", flush=True)
-        c0 = _cpu(resource.RUSAGE_SELF)
-        wall, got = _bare_urllib3(urls, args.threads, tmp / f"bare-{r}")
-        cpu = round(_cpu(resource.RUSAGE_SELF) - c0, 2)
-        runs.append({"round": r, "tool": "bare_urllib3", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got})
-        print(f"round {r} bare urllib3 (stream + sha256 + file) {wall:6.2f} s  {got} images", flush=True)
-        c0 = _cpu(resource.RUSAGE_CHILDREN)
-        wall, got = _fresh_process_crawl(tmp / "urllist.json", args.threads, tmp / f"crawl-fresh-{r}")
-        cpu = round(_cpu(resource.RUSAGE_CHILDREN) - c0, 2)
-        runs.append(
-            {"round": r, "tool": "crawl_images_fresh_process", "wall_s": round(wall, 2), "cpu_s": cpu, "images": got}
-        )
-        print(f"round {r} crawl_images (new interpreter, imports included) {wall:6.2f} s  {got} images", flush=True)
-    load_after_runs = os.getloadavg()
-    inspect_ms = _inspect_cpu_ms(tmp / "bare-0", params)
-    costs: dict[str, dict[str, float]] | None = None
-    if not args.no_profile:
-        costs = {}
-        for kind in ("cpu", "wall"):
-            t0 = time.perf_counter()
-            dest = ROOT / f"benchmarks/results/crawl_vs_img2dataset_profile_{kind}.txt"
-            costs[kind] = _profiled_crawl(params, cf, tmp / f"crawl-profiled-{kind}", dest, cpu=kind == "cpu")
-            costs[kind]["profiled_wall_s"] = round(time.perf_counter() - t0, 2)
-    server.terminate()
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def best(tool: str) -> float | None:
-        ws = [x["wall_s"] for x in runs if x["tool"] == tool]
-        return min(ws) if ws else None
+    try:
+        urls = [f"{base}/img/{p.name}" for p in files]
+        (tmp / "urls.txt").write_text("\n".join(urls) + "\n")
+        (tmp / "urllist.json").write_text(json.dumps({f"concept {i:05d}": u for i, u in enumerate(urls)}))
+        project = make_project(tmp / "project", tmp / "urllist.json", args.threads)
+        run_stage(project)  # warm-up: page cache, .pyc files of the copied code
+        runs: list[dict[str, Any]] = []
+        order = ["stage", *kinds]
+        for r in range(args.rounds):
+            for tool in order[r % len(order) :] + order[: r % len(order)]:
+                if tool == "stage":
+                    wall, cpu, got = run_stage(project)
+                else:
+                    wall, cpu, got = run_img2dataset(exe or "", tool, tmp / "urls.txt", tmp / f"{tool}-{r}")
+                runs.append({"round": r, "tool": tool, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "images": got})
+                print(f"round {r} {tool:18s} {wall:7.2f} s wall {cpu:7.2f} s CPU  {got} images", flush=True)
+        load_after = os.getloadavg()
+        start_wall, start_cpu_s = start_cpu(project)
+        i2d_help = _timed([exe, "--help"], tmp, {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"}) if exe else None
+        costs = None
+        if args.profile:
+            sys.path.insert(0, str(project))
+            costs = profiled_stage(project, ROOT / "benchmarks/results/crawl_vs_img2dataset_profile.txt")
+        validation = validation_cpu_ms(folder)
+    finally:
+        server.terminate()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     def mean(tool: str, key: str = "wall_s") -> float | None:
-        ws = [x[key] for x in runs if x["tool"] == tool]
-        return round(sum(ws) / len(ws), 2) if ws else None
+        xs = [x[key] for x in runs if x["tool"] == tool]
+        return round(sum(xs) / len(xs), 2) if xs else None
 
-    i2d = mean("img2dataset")
-    ratio = round(mean("crawl_images") / i2d, 2) if i2d else None  # type: ignore[operator]
-    ratio_fresh = round(mean("crawl_images_fresh_process") / i2d, 2) if i2d else None  # type: ignore[operator]
+    tools = ["stage", *kinds]
+    stage_wall = mean("stage")
+    ratios = {k: round(stage_wall / mean(k), 3) for k in kinds if stage_wall and mean(k)}  # type: ignore[operator]
+    n = args.images
     result = {
         "machine": machine(),
-        "images": n,
+        "image_set": describe(files) | {"seed": args.seed, "maker": "benchmarks/_web.py write_web_photos"},
         "threads": args.threads,
         "img2dataset": exe or "not installed",
-        "img2dataset_flags": I2D_FLAGS,
-        "img2dataset_help_s": i2d_help_s,  # interpreter start + imports, inside its wall time
+        "img2dataset_flags": {k: I2D_RUNS[k] for k in kinds},
         "runs": runs,
-        "img2dataset_mean_s": mean("img2dataset"),
-        "crawl_images_mean_s": mean("crawl_images"),
-        "img2dataset_best_s": best("img2dataset"),
-        "crawl_images_best_s": best("crawl_images"),
-        "crawl_images_fresh_process_mean_s": mean("crawl_images_fresh_process"),
-        "cpu_s_mean": {
-            t: mean(t, "cpu_s") for t in ("img2dataset", "crawl_images", "crawl_images_fresh_process", "bare_urllib3")
-        },
-        "bare_urllib3_mean_s": mean("bare_urllib3"),
-        "inspect_image_cpu_ms_per_image": inspect_ms,  # Pillow open + decode + phash, one thread,
-        "crawl_over_img2dataset_mean": ratio,  # in-process crawl (imports done) / img2dataset command
-        "crawl_fresh_process_over_img2dataset_mean": ratio_fresh,  # both with interpreter start + imports
-        "target": "crawl / img2dataset <= 1.0",
+        "stage_concepts_by_status": STAGE_FATES,  # e.g. near-duplicate crops of the same photos: duplicate
+        "wall_s_mean": {t: mean(t) for t in tools},
+        "cpu_s_mean": {t: mean(t, "cpu_s") for t in tools},
+        "cpu_ms_per_image": {t: round(mean(t, "cpu_s") / n * 1e3, 2) for t in tools},  # type: ignore[operator]
+        "stage_over": ratios,  # stage wall / img2dataset wall, means over rounds, same run
+        "targets": {"i2d_skip_reencode": "<= 0.8", "i2d_no_decode": "<= 1.0"},
+        "stage_start_s": {"wall": round(start_wall, 2), "cpu": round(start_cpu_s, 2)},  # gavil stage imports
+        "img2dataset_help_s": {"wall": round(i2d_help[0], 2), "cpu": round(i2d_help[1], 2)} if i2d_help else None,
+        "validation_cpu_ms_per_image": validation,
         "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after_runs": [round(x, 2) for x in load_after_runs],
+        "load_average_after_runs": [round(x, 2) for x in load_after],
         "profile_named_costs_s": costs,
     }
-    print(f"{'tool':28s} {'mean s':>8s} {'best s':>8s} {'CPU s':>8s}")
-    for tool in ("img2dataset", "crawl_images", "crawl_images_fresh_process", "bare_urllib3"):
-        m, b, c = mean(tool), best(tool), mean(tool, "cpu_s")
-        print(f"{tool:28s} {m if m is not None else 'not installed':>8} {b or '':>8} {c or '':>8}")
-    print(f"crawl / img2dataset (mean): in-process {ratio}, new interpreter {ratio_fresh} (target <= 1.0)")
-    print(f"img2dataset --help (interpreter start + imports): {i2d_help_s} s")
-    print(f"inspect_image (Pillow open + decode + phash): {inspect_ms} ms CPU per image")
+    print(f"\n{'command':20s} {'wall s':>8s} {'CPU s':>8s} {'CPU ms/img':>11s}  stage / it (target)")
+    for t in tools:
+        ratio = f"{ratios[t]:.3f} ({result['targets'].get(t, '-')})" if t in ratios else ""
+        print(f"{t:20s} {mean(t):8.2f} {mean(t, 'cpu_s'):8.2f} {result['cpu_ms_per_image'][t]:11.2f}  {ratio}")
+    print(f"image set: {result['image_set']}")
+    print(f"gavil stage start (imports): {result['stage_start_s']}; img2dataset --help: {result['img2dataset_help_s']}")
+    print(f"validation CPU ms per image (one thread): {validation}")
     print(f"load average before {result['load_average_before']}, after {result['load_average_after_runs']}")
     if costs:
-        print("profile (s, summed over threads):", costs)
+        print("profile (s, summed over threads):", json.dumps(costs, indent=1))
     write_result("crawl_vs_img2dataset", result)
 
 

@@ -283,6 +283,41 @@ def test_inspect_rejects_bomb_before_decoding(tmp_path):
         inspect_image(p, 1, 50_000_000)
 
 
+def _photo_jpeg(mode: str, progressive: bool) -> bytes:
+    """A 900x600 sample photo as a JPEG in ``mode`` (RGB, CMYK, L), baseline or progressive: large
+    enough that validation decodes it at 1/8 scale (draft mode)."""
+    with Image.open(IMAGES / "horse.png") as im:
+        photo = im.convert("RGB").resize((900, 600))
+    buf = io.BytesIO()
+    photo.convert(mode).save(buf, "JPEG", quality=85, progressive=progressive)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("mode", "progressive"), [("RGB", False), ("RGB", True), ("CMYK", False), ("CMYK", True), ("L", True)]
+)
+def test_draft_decoding_still_catches_every_truncation(tmp_path, mode, progressive):
+    """Validation decodes JPEGs at 1/8 scale (DCT scaling), yet walks all of the entropy-coded data:
+    a file cut anywhere, down to its last 2 bytes (the EOI marker), is invalid_image, exactly where
+    a full decode fails too; the whole file passes, with its perceptual hash."""
+    full = _photo_jpeg(mode, progressive)
+    whole = tmp_path / "whole.jpg"
+    whole.write_bytes(full)
+    info = inspect_image(whole, 64, 50_000_000, with_phash=True)
+    assert (info.width, info.height, info.format) == (900, 600, "JPEG") and info.phash
+    for cut in (len(full) // 3, len(full) * 9 // 10, len(full) - 40, len(full) - 2):
+        part = _write(tmp_path, f"cut-{cut}.jpg", full[:cut])
+        with Image.open(part) as im, pytest.raises(OSError):
+            im.load()  # a full decode refuses it ...
+        with pytest.raises(InvalidImage, match="not a decodable image"):
+            inspect_image(part, 64, 50_000_000, with_phash=True)  # ... and so does the draft decode
+
+
+def _write(folder: Path, name: str, data: bytes) -> Path:
+    (folder / name).write_bytes(data)
+    return folder / name
+
+
 def test_google_and_unknown_sources_are_refused_clearly(in_tmp):
     with pytest.raises(ParamsError, match="Google parser is broken"):
         crawl(cf("cat"), params(source="google"))
