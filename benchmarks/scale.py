@@ -171,7 +171,7 @@ def text_photo(src: Path, word: str, rng: random.Random) -> bytes:
     draw = ImageDraw.Draw(im)
     text = word.upper() if rng.random() < 0.5 else word
     box = draw.textbbox((0, 0), text, font=font)
-    tw, th = box[2] - box[0], box[3] - box[1]
+    tw, th = int(box[2] - box[0]), int(box[3] - box[1])
     x, y = rng.randint(0, max(0, w - tw - 20)), rng.randint(0, max(0, h - th - 20))
     draw.rectangle((x, y, x + tw + 20, y + th + 20), fill=tuple(rng.randint(215, 255) for _ in range(3)))
     draw.text((x + 10 - box[0], y + 10 - box[1]), text, fill=tuple(rng.randint(0, 60) for _ in range(3)), font=font)
@@ -319,7 +319,7 @@ def _serve_files(routes_file: str, port_q: Any) -> None:
     server.serve_forever()
 
 
-def serve_images(project: Path, timeout_s: float = 60) -> mp.Process:
+def serve_images(project: Path, timeout_s: float = 60) -> Any:
     """Start the loopback image server for ``project``'s routes (robots.txt: 404, so allowed) and
     write ``data/synth/urllist.json`` (concept -> URL on its port). Raises ``queue.Empty`` if it
     does not listen within ``timeout_s``."""
