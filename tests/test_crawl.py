@@ -299,18 +299,25 @@ def _photo_jpeg(mode: str, progressive: bool) -> bytes:
 def test_draft_decoding_still_catches_every_truncation(tmp_path, mode, progressive):
     """Validation decodes JPEGs at 1/8 scale (DCT scaling), yet walks all of the entropy-coded data:
     a file cut anywhere, down to its last 2 bytes (the EOI marker), is invalid_image, exactly where
-    a full decode fails too; the whole file passes, with its perceptual hash."""
+    a full decode fails too; the whole file passes, with its perceptual hash. Validating the bytes a
+    download holds in memory (``data``) decides and hashes exactly as validating the file."""
     full = _photo_jpeg(mode, progressive)
     whole = tmp_path / "whole.jpg"
     whole.write_bytes(full)
     info = inspect_image(whole, 64, 50_000_000, with_phash=True)
     assert (info.width, info.height, info.format) == (900, 600, "JPEG") and info.phash
+    assert inspect_image(whole, 64, 50_000_000, with_phash=True, data=full) == info
     for cut in (len(full) // 3, len(full) * 9 // 10, len(full) - 40, len(full) - 2):
         part = _write(tmp_path, f"cut-{cut}.jpg", full[:cut])
         with Image.open(part) as im, pytest.raises(OSError):
             im.load()  # a full decode refuses it ...
         with pytest.raises(InvalidImage, match="not a decodable image"):
             inspect_image(part, 64, 50_000_000, with_phash=True)  # ... and so does the draft decode
+        with pytest.raises(InvalidImage, match="not a decodable image"):
+            inspect_image(part, 64, 50_000_000, with_phash=True, data=full[:cut])  # ... from memory too
+    for data, reason in ((b"", "zero-byte file"), (b"<html>no</html>", "no image format recognised")):
+        with pytest.raises(InvalidImage, match=reason):
+            inspect_image(whole, 64, 50_000_000, data=data)  # the bytes decide, not the file
 
 
 def _write(folder: Path, name: str, data: bytes) -> Path:

@@ -322,6 +322,7 @@ class Client:
         max_bytes: int,
         too_large: str,
         sink: Path | None = None,
+        keep: int = 0,
         truncate: bool = False,
         on_hop: Callable[[Url], None] | None = None,
         on_response: Callable[[Hop], None] | None = None,
@@ -335,6 +336,9 @@ class Client:
             max_bytes: body limit in bytes (decoded); above it the fetch fails with
                 ``too_large`` as the reason, or stops there when ``truncate``.
             sink: write the body to this file (else it is returned in ``Response.body``).
+            keep: with ``sink``, also return a body of at most this many bytes in
+                ``Response.body`` (validated from memory, not read back from the file); a larger
+                one leaves ``body`` empty.
             on_hop: called with every parsed, guard-checked URL before it is requested; may raise
                 :class:`FetchFailed` (robots.txt).
             on_response: called with every response's status and headers before a redirect is
@@ -375,7 +379,7 @@ class Client:
                             continue
                         out = Response(current, resp.status, hops)
                         if 200 <= resp.status < 300:
-                            self._read(resp, w, out, max_bytes, too_large, sink, truncate)
+                            self._read(resp, w, out, max_bytes, too_large, sink, truncate, keep)
                             reusable = not out.truncated
                         return out
                     except (u3e.HTTPError, OSError, DeadlineExceeded) as e:
@@ -408,7 +412,15 @@ class Client:
             raise self._failure(e, w) from None
 
     def _read(
-        self, resp: Any, w: _Window, out: Response, max_bytes: int, too_large: str, sink: Path | None, truncate: bool
+        self,
+        resp: Any,
+        w: _Window,
+        out: Response,
+        max_bytes: int,
+        too_large: str,
+        sink: Path | None,
+        truncate: bool,
+        keep: int = 0,
     ) -> None:
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > max_bytes and not truncate and "Content-Encoding" not in resp.headers:
@@ -431,8 +443,10 @@ class Client:
                 h.update(data)
                 if f is not None:
                     f.write(data)
-                else:
+                if f is None or out.size <= keep:
                     chunks.append(data)
+                elif chunks:
+                    chunks = []  # above ``keep``: the file alone holds it
                 if out.truncated:
                     break
             if w.over():

@@ -30,6 +30,11 @@ from stages.crawl_images.store import Keeper
 from stages.crawl_images.urlguard import Resolver
 from stages.crawl_images.validate import opted_out
 
+#: Image bodies up to this many bytes are also kept in memory while they stream to the staging
+#: file, and validated from there (not read back from disk): at most this much per downloader
+#: thread; a larger body is validated from its file.
+KEEP_IN_MEMORY = 8 << 20
+
 
 class HostGate:
     """Per-origin politeness: at most ``max_conn`` requests at once, ``delay_s`` seconds between starts."""
@@ -117,6 +122,7 @@ class Fetcher(Keeper):
                 max_bytes=self.cfg.max_bytes,
                 too_large=f"body larger than crawl.max_bytes {self.cfg.max_bytes}",
                 sink=tmp,
+                keep=KEEP_IN_MEMORY,
                 on_hop=on_hop,
                 on_response=self._header_opt_out,
             )
@@ -126,7 +132,7 @@ class Fetcher(Keeper):
                 return self.record(
                     url, "download_failed", f"HTTP {r.status}{retried}", transient=r.status in RETRY_STATUS
                 )
-            return self.keep_file(url, tmp, sha=r.sha256, staged=True)
+            return self.keep_file(url, tmp, sha=r.sha256, staged=True, data=r.body if len(r.body) == r.size else None)
         except FetchFailed as e:
             return self.record(url, e.status, e.reason, transient=e.transient)
         finally:

@@ -134,12 +134,19 @@ class Keeper:
         return rec
 
     def keep_file(
-        self, url: str, file: Path, check: str | None = None, sha: str | None = None, staged: bool = False
+        self,
+        url: str,
+        file: Path,
+        check: str | None = None,
+        sha: str | None = None,
+        staged: bool = False,
+        data: bytes | None = None,
     ) -> dict:
         """Validate ``file`` (fetched from ``url``), store it and journal the outcome.
 
         ``sha``: its sha256 when already known (hashed while downloading); ``staged``: ``file`` is
-        in this run's staging folder (renamed into the store); otherwise it is copied there first.
+        in this run's staging folder (renamed into the store); otherwise it is copied there first;
+        ``data``: ``file``'s bytes when already in memory (validated from them, not read back).
         Returns the journal record; a file that fails validation is ``invalid_image`` or
         ``unsupported_format`` with a reason that names no path.
         """
@@ -151,6 +158,7 @@ class Keeper:
                 self.cfg.accept_formats,
                 with_phash=True,
                 budget=decode_budget(self.cfg.decode_budget_bytes),
+                data=data,
             )
         except InvalidImage as e:
             return self.record(url, e.status, e.reason, check=check)

@@ -33,6 +33,8 @@ candidate ``opted_out``.
 
 from __future__ import annotations
 
+import functools
+import io
 import re
 import sys
 import threading
@@ -156,6 +158,7 @@ def inspect_image(
     formats: Sequence[str] = ("JPEG", "PNG", "WEBP", "GIF"),
     with_phash: bool = False,
     budget: DecodeBudget | None = None,
+    data: bytes | None = None,
 ) -> ImageInfo:
     """Identify ``path`` with Pillow, check its format and size from the header, decode it (within
     ``budget``, at reduced resolution where the format allows), and (optionally) hash it
@@ -167,18 +170,20 @@ def inspect_image(
         formats: Pillow format names accepted (``crawl.accept_formats``).
         with_phash: also compute ``imagehash.phash`` and the thumbnail's ``grey_std``.
         budget: the decode memory budget to reserve from (:func:`decode_bytes`); None: none.
+        data: ``path``'s bytes when the caller already holds them (a body just downloaded): read
+            from memory instead of the file (same decisions, same hash); ``path`` then only names
+            the file in the log.
 
     Raises:
         InvalidImage: ``unsupported_format`` (a format Pillow knows, not in ``formats``) or
             ``invalid_image`` (empty, not an image, truncated, too small, too many pixels, or
             needing more memory to decode than the whole ``budget``).
     """
-    if path.stat().st_size == 0:
+    if (len(data) if data is not None else path.stat().st_size) == 0:
         raise InvalidImage("zero-byte file")
-    Image.init()
-    allowed = [f.upper() for f in formats if f.upper() in Image.OPEN]  # JPEG's opener also reads MPO
+    allowed = _allowed(tuple(formats))
     try:
-        with Image.open(path, formats=allowed) as im:
+        with Image.open(io.BytesIO(data) if data is not None else path, formats=allowed) as im:
             w, h = im.size
             fmt = im.format or "unknown"
             if w * h > max_pixels:
@@ -198,7 +203,7 @@ def inspect_image(
     except InvalidImage:
         raise
     except UnidentifiedImageError:
-        other = _identify(path)
+        other = _identify(io.BytesIO(data) if data is not None else path)
         if other:
             raise InvalidImage(
                 f"{other} image: not in crawl.accept_formats ({', '.join(formats)})", "unsupported_format"
@@ -223,6 +228,14 @@ def _nothing() -> Iterator[None]:
     yield
 
 
+@functools.lru_cache(maxsize=16)
+def _allowed(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """The Pillow format names of ``formats`` that this Pillow can open (JPEG's opener also reads
+    MPO); computed once per ``formats`` (:func:`PIL.Image.init` loads every plugin)."""
+    Image.init()
+    return tuple(f.upper() for f in formats if f.upper() in Image.OPEN)
+
+
 def _hash_scale(w: int, h: int) -> int:
     """The power of two (8, 4, 2 or 1) the hash's source is scaled down by (as Pillow's JPEG draft
     picks it for ``HASH_SOURCE_SIDE``)."""
@@ -230,10 +243,11 @@ def _hash_scale(w: int, h: int) -> int:
     return next((s for s in (8, 4, 2) if fit >= s), 1)
 
 
-def _identify(path: Path) -> str | None:
-    """The format Pillow reads ``path`` as, from its header only (no decoding), or None."""
+def _identify(source: Path | io.BytesIO) -> str | None:
+    """The format Pillow reads ``source`` (a file or its bytes) as, from its header only (no
+    decoding), or None."""
     try:
-        with Image.open(path) as im:
+        with Image.open(source) as im:
             return im.format
     except Exception:  # any failure means "not an image Pillow knows"
         return None
