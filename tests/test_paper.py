@@ -300,3 +300,7 @@ def test_unified_split_on_the_release_gives_the_papers_ten_percent_dev_with_no_s
         perm = np.random.default_rng(9).permutation(len(game))
         again = supervised.unified_split(game.iloc[perm].reset_index(drop=True), seed, 0.1, 0.1)
         assert {g: sorted(perm[t].tolist()) for g, (t, _) in again.items()} == {g: t for g, (t, _) in parts.items()}
+    # holding out 10 % test + 10 % dev of both groups leaves fewer eligible pairs than the paper's 9,326
+    game = game.assign(cue=d["cue"].astype(str), associations=d["associations"].map(json.loads), ID=range(len(d)))
+    pools = [len(supervised.unified_train_pool(game, supervised.unified_split(game, s, 0.1, 0.1))) for s in range(5)]
+    assert pools == [8733, 9166, 8939, 8623, 8423]

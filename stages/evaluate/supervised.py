@@ -47,7 +47,7 @@ its training pairs come from the fixed JSON files (game 5&6 + 10&12) while the t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -55,10 +55,19 @@ import pandas as pd
 from gavil.domain.winogavil import candidate_group, jaccard, top_k
 
 
-def cue_image_pairs(instances: pd.DataFrame, drop_images: Sequence[str] = ()) -> list[dict[str, Any]]:
+class CueImagePair(TypedDict):
+    """One training pair in the release's ``cue_image_pairs_*.json`` layout (this key order)."""
+
+    image: str  # "<candidate>.jpg"
+    cue: str
+    label: int  # 1 = an association of the cue, 0 = a distractor
+    ID: int  # the instance's ID
+
+
+def cue_image_pairs(instances: pd.DataFrame, drop_images: Sequence[str] = ()) -> list[CueImagePair]:
     """Training pairs in the release's layout from rows with ``ID, cue, candidates, associations``."""
     seen: set[tuple[str, str]] = set()
-    out: list[dict[str, Any]] = []
+    out: list[CueImagePair] = []
     drop = set(drop_images)
     for rid, cue, cands, assoc in zip(
         instances["ID"], instances["cue"], instances["candidates"], instances["associations"]
@@ -126,6 +135,14 @@ def unified_split(
     return {g: (test[g], dev[g]) for g in members}
 
 
+def unified_train_pool(game: pd.DataFrame, parts: dict[str, tuple[list[int], list[int]]]) -> list[CueImagePair]:
+    """The pairs (:func:`cue_image_pairs` layout; ``game`` needs ``ID``) of the instances outside every
+    test and dev set of ``parts`` (:func:`unified_split`) whose image is in none of them."""
+    held = sorted(i for g in parts for pos in parts[g] for i in pos)
+    held_images = {c for i in held for c in game["candidates"].iloc[i]}
+    return [p for p in cue_image_pairs(game.drop(index=game.index[held])) if p["image"][:-4] not in held_images]
+
+
 def _train(
     x: np.ndarray, y: np.ndarray, seed: int, epochs: int, lr: float, batch_size: int, threads: int = 1
 ) -> Callable[[np.ndarray], np.ndarray]:
@@ -164,7 +181,7 @@ def _top_k_jaccard(cands: list[str], assoc: list[str], s: np.ndarray) -> float:
 
 
 def _features(
-    pairs: list[dict[str, Any]], cand_vec: Callable[[str], np.ndarray], cue_vec: Callable[[str], np.ndarray]
+    pairs: list[CueImagePair], cand_vec: Callable[[str], np.ndarray], cue_vec: Callable[[str], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     x = np.hstack([np.stack([cand_vec(p["image"][:-4]) for p in pairs]), np.stack([cue_vec(p["cue"]) for p in pairs])])
     return x, np.array([p["label"] for p in pairs], dtype=np.float32)
@@ -281,9 +298,7 @@ def _run_unified(
     sizes: dict[str, list[dict[str, Any]]] = {g: [] for g in groups}
     for seed in seeds:
         parts = unified_split(game, seed, test_fraction, dev_fraction)
-        held = sorted(i for g in parts for pos in parts[g] for i in pos)
-        held_images = {c for i in held for c in game["candidates"].iloc[i]}
-        pool = [p for p in cue_image_pairs(game.drop(index=held)) if p["image"][:-4] not in held_images]
+        pool = unified_train_pool(game, parts)
         rng = np.random.default_rng(seed)
         pick = (
             sorted(rng.choice(len(pool), size=train_pairs, replace=False))
