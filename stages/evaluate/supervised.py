@@ -298,7 +298,12 @@ def _run_unified(
     sizes: dict[str, list[dict[str, Any]]] = {g: [] for g in groups}
     for seed in seeds:
         parts = unified_split(game, seed, test_fraction, dev_fraction)
-        pool = unified_train_pool(game, parts)
+        # sorted: the sample does not depend on the instances' row order
+        pool = sorted(unified_train_pool(game, parts), key=lambda p: (p["cue"], p["image"], p["ID"]))
+        if not pool:
+            return out | {
+                g: {"status": "no_training_pairs", "instances": int((game["group"] == g).sum())} for g in groups
+            }
         rng = np.random.default_rng(seed)
         pick = (
             sorted(rng.choice(len(pool), size=train_pairs, replace=False))
