@@ -65,7 +65,8 @@ class Evaluation(StrictModel):
 
 class PairedEvaluation(StrictModel):
     """Winoground paired scores (stages/evaluate/paired.py): one row per model x dataset x pair kind
-    x cell x score, percent units, 95 % cluster-bootstrap CI over candidate sets."""
+    x cell x score, percent units, 95 % cluster-bootstrap CI over candidate sets. ``percent`` weights
+    pairs; ``set_weighted_*`` weight every candidate set once."""
 
     model_name: Series[str]
     weights_id: Series[str]
@@ -80,3 +81,8 @@ class PairedEvaluation(StrictModel):
     ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
     ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
     chance_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    set_weighted_percent: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="mean over candidate sets of the set's mean over its pairs"
+    )
+    set_weighted_ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    set_weighted_ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)

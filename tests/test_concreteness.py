@@ -98,3 +98,54 @@ def test_connectivity_counts_distinct_linked_subsets_and_can_drop_ambiguous_inst
     dropped, _ = swow_instances(e, POOL, set(), seed=1, min_r123_count=0, max_connectivity=0)
     d = dropped.set_index("cue").loc["own"]
     assert d["status"] == "too_ambiguous" and "candidates_connectivity_score" in d["reason"]
+
+
+# The 4 released instances whose bound exceeds the released score: a cue linked by another cue that is
+# its own variant (lemma or spelling) or, for cigarette, its close associate. Value: the linking cues the
+# generator cannot have counted (dropping them brings the bound within the released score).
+RELEASE_EXCEPTIONS = {
+    "hearing": {"heard"},
+    "antibiotics": {"antibiotic"},
+    "tires": {"tire", "tyre"},
+    "cigarette": {"tobacco"},
+}
+
+
+def _release_swow() -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    d = pd.read_csv(RELEASE / "swow.csv")
+    d = d.assign(associations=d["associations"].map(json.loads), candidates=d["candidates"].map(json.loads))
+    return d, dict(zip(d["cue"], d["associations"]))
+
+
+def test_connectivity_is_a_lower_bound_of_the_released_scores_on_all_998_swow_instances():
+    # The released associations are SWOW responses of their cues (a subset of each cue's edges), so the
+    # distinct linked subsets they form cannot exceed the released score unless the reading is wrong.
+    d, responses = _release_swow()
+    assert len(d) == 998 and d["cue"].is_unique
+    released = d["candidates_connectivity_score"].astype(int).tolist()
+    bound = connectivity_scores(list(d["candidates"]), list(d["cue"]), responses)
+    over = {c: (b, r) for c, b, r in zip(d["cue"], bound, released) if b > r}
+    assert over == {"hearing": (2, 1), "antibiotics": (2, 1), "tires": (2, 1), "cigarette": (1, 0)}
+    # each exception is explained: without the named linking cues the bound holds
+    for cue, linkers in RELEASE_EXCEPTIONS.items():
+        row = d.set_index("cue").loc[cue]
+        pruned = {c: rs for c, rs in responses.items() if c not in linkers}
+        assert connectivity_scores([row["candidates"]], [cue], pruned) == [row["candidates_connectivity_score"]]
+    # the bound is informative: exact on 261 instances, never more than 8 below
+    gaps = pd.Series(released) - pd.Series(bound)
+    assert (gaps == 0).sum() == 261 and gaps.max() == 8
+
+
+def test_counting_every_linked_subset_instead_contradicts_the_release():
+    # the other reading (every subset of size >= 2 of a linked set counts) exceeds the released score 44 times
+    from itertools import combinations
+
+    d, responses = _release_swow()
+    over = 0
+    for cue, cands, score in zip(d["cue"], d["candidates"], d["candidates_connectivity_score"]):
+        subsets: set[frozenset[str]] = set()
+        for other, rs in responses.items():
+            linked = sorted(set(rs) & set(cands)) if other != cue else []
+            subsets |= {frozenset(s) for k in range(2, len(linked) + 1) for s in combinations(linked, k)}
+        over += len(subsets) > score
+    assert over == 44

@@ -55,6 +55,9 @@ def test_release_top_k_both_cues_solved():
     assert d.loc["5&6", "n_pairs"] == 1235 and round(d.loc["5&6", "percent"], 1) == 11.2
     assert (d["ci_low_percent"] <= d["percent"]).all() and (d["percent"] <= d["ci_high_percent"]).all()
     assert (d["chance_percent"] < 1).all()
+    # weighting every candidate set once instead of every pair
+    assert d.loc["10&12", "n_sets"] == 200 and round(d.loc["10&12", "set_weighted_percent"], 1) == 6.1
+    assert d.loc["5&6", "n_sets"] == 437 and round(d.loc["5&6", "set_weighted_percent"], 1) == 10.0
 
 
 @pytest.mark.parametrize(
@@ -128,3 +131,25 @@ def test_cluster_bootstrap_resamples_sets_not_pairs():
     plo, phi = cluster_bootstrap(vals, np.arange(len(vals)), 2000, 0)
     assert lo < 0.5 < hi and (hi - lo) > 2 * (phi - plo)
     assert cluster_bootstrap(vals, clusters, 2000, 0) == (lo, hi)
+
+
+def test_set_weighted_estimate_weighs_every_candidate_set_once():
+    # set 0: 6 cues with pairwise-disjoint 1-image sets -> 15 pairs, all right; set 1: 2 cues -> 1 pair, wrong
+    rows = []
+    c0 = [f"a{j}" for j in range(12)]
+    rows += [(f"0{i}", f"cue0{i}", c0, [c0[i]]) for i in range(6)]
+    c1 = [f"b{j}" for j in range(5)]
+    rows += [("1a", "cueA", c1, [c1[0]]), ("1b", "cueB", c1, [c1[1]])]
+    inst = pd.DataFrame(rows, columns=["instance_id", "cue", "candidates", "associations"]).assign(dataset="game")
+    # set 0: each cue scores its own image highest; set 1: both cues prefer the other cue's image
+    sims = [[1.0 if c in a else 0.0 for c in cs] for cs, a in zip(inst["candidates"][:6], inst["associations"][:6])]
+    sims += [[0.0, 1.0, 0, 0, 0], [1.0, 0.0, 0, 0, 0]]
+    out = validate(paired_scores(inst, _pred(inst, sims), 200, 0), PairedEvaluation)
+    r = out[(out["cell"] == "all") & (out["score"] == "group")].iloc[0]
+    assert (r["n_pairs"], r["n_sets"]) == (16, 2)
+    assert r["percent"] == pytest.approx(100 * 15 / 16) and r["set_weighted_percent"] == pytest.approx(50.0)
+    assert r["set_weighted_ci_low_percent"] <= 50.0 <= r["set_weighted_ci_high_percent"]
+    # the pair task ignores the other distractors: set 0's cues score 10 distractors at 1.0 too and still win
+    loud = [[1.0 if (c in a or j >= 6) else 0.0 for j, c in enumerate(c0)] for a in inst["associations"][:6]]
+    out2 = paired_scores(inst, _pred(inst, loud + sims[6:]), 50, 0)
+    assert out2[(out2["cell"] == "all") & (out2["score"] == "group")]["percent"].iloc[0] == pytest.approx(100 * 15 / 16)

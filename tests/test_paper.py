@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gavil.domain.winogavil import random_expected_jaccard
+from gavil.domain.winogavil import candidate_group, random_expected_jaccard
 from gavil.errors import ParamsError
 from gavil.io import validate
 from gavil.models.embeddings import Cache
@@ -227,11 +227,28 @@ def test_supervised_learns_what_cosine_cannot_and_keeps_held_out_images_out():
                 {"dataset": "game", "cue": "cue", "candidates": cands, "associations": assoc, "num_candidates": n}
             )
     inst = pd.DataFrame(rows)
-    res = supervised.run_supervised(inst, vec.__getitem__, cue_vec.__getitem__, [0, 1], 7, 1e-2, 16, 0.1, 0.1)
-    for grp in ("10&12", "5&6"):
-        r = res[grp]
-        assert r["supervised_mean"] > r["zero_shot_mean"] + 15, r
-        assert len(r["per_seed"]["supervised"]) == 2 and all(s["train_pairs"] > 0 for s in r["splits"])
+    for protocol in ("unified", "per_group"):
+        res = supervised.run_supervised(
+            inst,
+            vec.__getitem__,
+            cue_vec.__getitem__,
+            [0, 1],
+            7,
+            1e-2,
+            16,
+            0.1,
+            0.1,
+            protocol=protocol,
+            train_pairs=20,
+        )
+        for grp in ("10&12", "5&6"):
+            r = res[grp]
+            assert r["protocol"] == protocol and r["supervised_mean"] > r["zero_shot_mean"] + 15, r
+            assert len(r["per_seed"]["supervised"]) == 2 and all(s["train_pairs"] > 0 for s in r["splits"])
+        if protocol == "unified":  # one training set of exactly train_pairs (held-out images leave 27-30 here)
+            assert all(s["train_pairs"] == 20 < s["train_pool"] for g in res.values() for s in g["splits"])
+    with pytest.raises(ValueError, match="protocol"):
+        supervised.run_supervised(inst, vec.__getitem__, cue_vec.__getitem__, [0], 1, 1e-2, 16, 0.1, 0.1, protocol="x")
     g = inst[inst["num_candidates"] == 10].reset_index(drop=True)
     test, dev = supervised.split(g, 3, 0.2, 0.2)
     assert len(test) == int(len(g) * 0.2) and not set(test) & set(dev)
@@ -257,3 +274,33 @@ def test_paper_params_refuse_supervised_models_that_are_not_text_models():
         parse_params({"paper": {"supervised": {"models": ["nope"]}}})
     with pytest.raises(ParamsError, match="kind: text"):
         parse_params({"paper": {"text_models": ["clip-rn50", "text-minilm-l6"]}})
+
+
+def test_unified_split_on_the_release_gives_the_papers_ten_percent_dev_with_no_shared_image():
+    d = pd.read_csv(RELEASE / "winogavil_dataset.csv")
+    game = pd.DataFrame(
+        {"candidates": d["candidates"].map(json.loads), "group": d["num_candidates"].map(candidate_group)}
+    )
+    n = game["group"].value_counts().to_dict()
+    assert n == {"5&6": 2709, "10&12": 854}
+    for seed in (0, 1):
+        parts = supervised.unified_split(game, seed, 0.1, 0.1)
+        keys = {g: ["|".join(sorted(game["candidates"][i])) for i in parts[g][0]] for g in parts}
+        for g, (test, dev) in parts.items():
+            assert len(test) >= int(n[g] * 0.1) and len(dev) >= int(n[g] * 0.1), (g, len(test), len(dev))
+            assert (game["group"][test] == g).all() and not set(test) & set(dev)
+            test_images = {c for i in test for c in game["candidates"][i]}
+            assert not test_images & {c for i in dev for c in game["candidates"][i]}  # dev shares no test image
+            # whole candidate sets: every instance of a test set's candidates is in test
+            every = {
+                i for i, k in enumerate(game["candidates"].map(lambda c: "|".join(sorted(c)))) if k in set(keys[g])
+            }
+            assert every == set(test)
+        # shuffled rows: the same instances
+        perm = np.random.default_rng(9).permutation(len(game))
+        again = supervised.unified_split(game.iloc[perm].reset_index(drop=True), seed, 0.1, 0.1)
+        assert {g: sorted(perm[t].tolist()) for g, (t, _) in again.items()} == {g: t for g, (t, _) in parts.items()}
+    # holding out 10 % test + 10 % dev of both groups leaves fewer eligible pairs than the paper's 9,326
+    game = game.assign(cue=d["cue"].astype(str), associations=d["associations"].map(json.loads), ID=range(len(d)))
+    pools = [len(supervised.unified_train_pool(game, supervised.unified_split(game, s, 0.1, 0.1))) for s in range(5)]
+    assert pools == [8733, 9166, 8939, 8623, 8423]

@@ -21,6 +21,10 @@ class SupervisedParams(Section):
     epochs: PosInt = 7
     lr: float = Field(default=1e-3, gt=0)
     batch_size: PosInt = 128
+    # unified: the paper's one training set of train_pairs pairs for both groups, whole candidate sets as
+    # test/dev; per_group: the released run_trainable.py (a classifier per group on every eligible pair)
+    protocol: Literal["unified", "per_group"] = "unified"
+    train_pairs: PosInt | None = 9326  # unified: pairs sampled for training (paper §3.2); null = every eligible pair
     test_fraction: Fraction = 0.1
     dev_fraction: Fraction = 0.1
 

@@ -14,7 +14,14 @@ wrong, unlike CLIP_benchmark's argmax which breaks ties toward index 0):
 - group = text and image
 
 Chance for i.i.d. continuous scores: 25 / 25 / 16.67 %. Pairs share candidate sets, so the 95 %
-CIs resample candidate sets (cluster bootstrap). From top-K lists alone (the release's stored
+CIs resample candidate sets (cluster bootstrap).
+
+Two caveats of this estimate. (1) ``percent`` weights *pairs*: a candidate set with 6 cues gives
+15 pairs, one with 2 cues gives 1, so sets reused by many spymasters dominate. ``set_weighted_percent``
+weights every candidate set once (mean over sets of the mean over its pairs; its CI resamples
+sets); both are reported. (2) The pair task compares only the two cues' association parts: the
+candidates in neither part (the other distractors) never enter S, so a model that ranks a
+distractor above both parts can still score a pair right. From top-K lists alone (the release's stored
 CLIP ViT-B/32 predictions) only "both cues solved" (both instances exactly right) is defined.
 
 On the release's ``winogavil_dataset.csv``: 988 candidate sets, 5,404 cue pairs, 869 identical,
@@ -57,7 +64,9 @@ class _PairedRow(Protocol):
     cell: str
     score: str
     n_pairs: int
+    n_sets: int
     percent: float
+    set_weighted_percent: float
 
 
 def find_pairs(inst: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -129,6 +138,18 @@ def cluster_bootstrap(values: np.ndarray, clusters: np.ndarray, n_boot: int, see
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def set_weighted(values: np.ndarray, clusters: np.ndarray, n_boot: int, seed: int) -> tuple[float, float, float]:
+    """(estimate, 95 % CI low, high) of the mean over clusters of each cluster's mean ``values``
+    (fractions): every candidate set weighs the same, however many pairs it holds. The CI resamples
+    the clusters' means (:func:`cluster_bootstrap` with one cluster per mean). NaNs when empty."""
+    if len(values) == 0:
+        return float("nan"), float("nan"), float("nan")
+    _, inv = np.unique(clusters, return_inverse=True)
+    means = np.bincount(inv, weights=values.astype(float)) / np.bincount(inv)
+    lo, hi = cluster_bootstrap(means, np.arange(len(means)), n_boot, seed)
+    return float(means.mean()), lo, hi
+
+
 def _cells(pairs: pd.DataFrame) -> list[tuple[str, pd.Series]]:
     grp = pairs["num_candidates"].map(candidate_group)
     out = [("all", pd.Series(True, index=pairs.index))]
@@ -151,6 +172,7 @@ def _summarise(
             for score, h in hits.items():
                 vals = h[m].astype(float)
                 lo, hi = cluster_bootstrap(vals, pairs["set_key"].to_numpy()[m], n_boot, seed)
+                sw, sw_lo, sw_hi = set_weighted(vals, pairs["set_key"].to_numpy()[m], n_boot, seed)
                 rows.append(
                     {
                         **base,
@@ -163,6 +185,9 @@ def _summarise(
                         "ci_low_percent": 100 * lo if len(vals) else None,
                         "ci_high_percent": 100 * hi if len(vals) else None,
                         "chance_percent": chance[score] if score in chance else None,
+                        "set_weighted_percent": 100 * sw if len(vals) else None,
+                        "set_weighted_ci_low_percent": 100 * sw_lo if len(vals) else None,
+                        "set_weighted_ci_high_percent": 100 * sw_hi if len(vals) else None,
                     }
                 )
     return rows
@@ -258,17 +283,24 @@ COLUMNS = [
     "ci_low_percent",
     "ci_high_percent",
     "chance_percent",
+    "set_weighted_percent",
+    "set_weighted_ci_low_percent",
+    "set_weighted_ci_high_percent",
 ]
 
 
 def summary(paired: pd.DataFrame) -> dict[str, dict[str, float | None]]:
-    """Metrics: ``{model: {"<dataset> <kind> <cell> <score>": percent (2 dp)}}`` for the 'all' cells
-    and both_solved's 5&6 / 10&12 cells."""
+    """Metrics: ``{model: {"<dataset> <kind> <cell> <score> (n=<pairs>)": percent (2 dp)}}`` for the
+    'all' cells and both_solved's 5&6 / 10&12 cells, each beside its set-weighted value under the
+    same key + " set-weighted (sets=<n_sets>)"."""
     out: dict[str, dict[str, float | None]] = {}
     keep = paired[(paired["cell"] == "all") | (paired["score"] == "both_solved")]
     for r in cast("Iterator[_PairedRow]", keep.itertuples(index=False)):  # cast: stubs cannot know the columns
         val = None if pd.isna(r.percent) else round(float(r.percent), 2)
-        out.setdefault(str(r.model_name), {})[f"{r.dataset} {r.pair_kind} {r.cell} {r.score} (n={r.n_pairs})"] = val
+        sw = None if pd.isna(r.set_weighted_percent) else round(float(r.set_weighted_percent), 2)
+        key = f"{r.dataset} {r.pair_kind} {r.cell} {r.score} (n={r.n_pairs})"
+        out.setdefault(str(r.model_name), {})[key] = val
+        out[str(r.model_name)][f"{key} set-weighted (sets={r.n_sets})"] = sw
     return out
 
 

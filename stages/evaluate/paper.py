@@ -128,8 +128,11 @@ def _supervised(params: Params, inst: pd.DataFrame, cache: Cache, meta: dict[str
                 s.test_fraction,
                 s.dev_fraction,
                 threads=1,  # a small MLP: one thread is faster than two sharing a busy machine
+                protocol=s.protocol,
+                train_pairs=s.train_pairs,
             )
-            out[f"{spec.name} on {feat} (offline, text model; not CLIP)"] = res
+            variant = "" if s.protocol == "unified" else ", per-group variant (released code), not the paper's protocol"
+            out[f"{spec.name} on {feat} (offline, text model; not CLIP{variant})"] = res
     return out
 
 
