@@ -44,7 +44,7 @@ def features() -> tuple:
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from gavil.params import load_params
     from gavil.pipeline import catalog
-    from stages.aflite import _features
+    from stages.aflite.stage import _features
 
     params = load_params()
     p, entry = params.aflite, params.models[params.aflite.model]
@@ -62,11 +62,13 @@ def features() -> tuple:
 def run(solver: str, threads: int, data: tuple, planted: np.ndarray | None = None, strength: float = 1.0) -> dict:
     """One AfLite run (the stage's core) with ``solver``; seconds, flags per phase and per dataset,
     flagged ids; with ``planted``, the plant column added and precision/recall of the flags."""
-    import stages.aflite as stage
+    import stages.aflite.core as stage
 
     x, lay, ids, sets, p, dataset = data
     if planted is not None:
-        x = stage.plant_feature(x, lay, planted, strength)
+        from stages.aflite.report import plant_feature
+
+        x = plant_feature(x, lay, planted, strength)
     old = solver == "sklearn_default"  # the per-classifier fits as they were: defaults, float32
     stage.SKLEARN_TOL, stage.SKLEARN_DTYPE = (1e-4, np.float32) if old else (1e-8, np.float64)
     p = p.model_copy(update={"solver": "sklearn" if old else solver})

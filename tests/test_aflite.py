@@ -1,4 +1,4 @@
-"""AfLite (stages/aflite.py) on synthetic instances with a planted artifact: it flags the planted
+"""AfLite (stages/aflite/) on synthetic instances with a planted artifact: it flags the planted
 instances and (almost) nothing else, the same rows whatever the input order, deterministically per
 seed; a clean control changes little; the KL assessment falls with AfLite and not with a random
 reduction of the same size; draws are keyed by instance id (a removed instance moves no other
@@ -12,9 +12,10 @@ import pytest
 
 from gavil.io import validate
 from gavil.models.features import Layout, pair_features
+from gavil.models.keyed import id_hashes
 from gavil.params.adversarial import AfliteParams
 from schemas.adversarial import AflitePhases
-from stages.aflite import aflite, id_hashes, kl_assessment, plant_feature, plant_mask, splits
+from stages.aflite import aflite, kl_assessment, plant_feature, plant_mask, splits
 
 D = 8
 P = AfliteParams(n_classifiers=12, train_size=200, cutoff=30, tau=0.75, seed=3)
@@ -220,7 +221,7 @@ def release_features():
     from gavil.models.features import embed
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from gavil.params import Params
-    from stages.aflite import _features
+    from stages.aflite.stage import _features
     from tests.helpers import RELEASE
 
     frames = []
@@ -295,13 +296,12 @@ def test_stage_outputs_are_byte_identical_under_shuffles_of_every_input(tmp_path
     import shutil
     from types import SimpleNamespace
 
-    import stages.aflite as stage
+    import stages.aflite.stage as stage
     from gavil.domain.winogavil import cue_key
     from gavil.io import read_parquet, write_parquet
     from gavil.params import load_params
     from gavil.pipeline import catalog
     from gavil.pipeline.runner import run_stage
-    from schemas.annotations import Instances
     from schemas.embeddings import EmbeddingCache
     from tests.helpers import ROOT, mini_project
 
@@ -376,19 +376,18 @@ def test_stage_outputs_are_byte_identical_under_shuffles_of_every_input(tmp_path
     assert details["plant"]["flagged_planted"] == (flagged & planted).sum()
     assert details["plant"]["recall"] == round((flagged & planted).sum() / planted.sum(), 4)
     assert set(details["plant"]["by_dataset"]) == {"game", "swow_baseline"}
-    assert Instances.validate(instances) is not None
 
 
 @pytest.mark.parametrize("solver", ["batched", "sklearn"])
 def test_a_phase_with_no_usable_split_fits_nothing_and_scores_nothing(solver):
     """Two instances and m = 2: every draw trains on all of them, so no split has a test instance
     (a game-only project's first rebuild); the probes' phase must score nothing, not divide by zero."""
-    from stages.aflite import _Fitter, predictability
+    from stages.aflite.core import Fitter, predictability
 
     rng = np.random.default_rng(0)
     lay = Layout.build([["a", "b", "c"], ["d", "e", "f"]], [["a"], ["e"]])
     x = pair_features(rng.normal(size=(6, 8)).astype(np.float32), rng.normal(size=(6, 8)).astype(np.float32))
     p = AfliteParams(n_classifiers=4, solver=solver)
     h = id_hashes(np.array(["a", "b"]))
-    total, count = predictability(_Fitter(x, p, 1), lay, np.arange(2), 2, p, 1, [set("abc"), set("def")], h)
+    total, count = predictability(Fitter(x, p, 1), lay, np.arange(2), 2, p, 1, [set("abc"), set("def")], h)
     assert count.tolist() == [0, 0] and total.tolist() == [0.0, 0.0]

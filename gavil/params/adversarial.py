@@ -45,7 +45,7 @@ class AdversarialFilterParams(Section):
 
 
 class AflitePlantParams(Section):
-    """``aflite.plant``: an audit of AfLite itself (off by default; stages/aflite.py)."""
+    """``aflite.plant``: an audit of AfLite itself (off by default; stages/aflite/report.py)."""
 
     fraction: Fraction = 0.0  # audit: plant a spurious feature in this fraction of instances (keyed by id); 0 = off
     strength: Annotated[float, Field(gt=0)] = 1.0  # its value on the planted instances' association rows (0 elsewhere)
