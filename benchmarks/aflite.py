@@ -9,9 +9,15 @@ Solvers (``--solvers``, comma-separated):
 - ``sklearn_default``: the stage before the batched solver: scikit-learn's defaults (tol 1e-4)
   on float32, which stop 0.03-0.17 (decision value) from the optimum, so its flags differ a little.
 
+Audit (``--plant FRACTION``, ``--strength S[,S2...]``): the batched run with ``aflite.plant``'s spurious
+column in a keyed FRACTION of the instances; precision and recall of the flags against them,
+overall and per dataset (the stage's report: ``data/metrics/details/aflite.json`` "plant").
+``--shuffle``: the batched run again on the instances in a random row order (same flags required).
+
 Needs the upstream outputs (``dvc repro select_instances`` or a copy of data/) and the aflite
 embedding cache (``data/cache/aflite_embeddings.parquet``, written by the stage) in the project.
-Usage: python benchmarks/aflite.py [--solvers batched,sklearn_default] [--threads T].
+Usage: python benchmarks/aflite.py [--solvers batched,sklearn_default] [--threads T]
+[--plant 0.05 --strength 1.0] [--shuffle].
 Writes benchmarks/results/aflite.json (merged with what is there).
 """
 
@@ -38,7 +44,7 @@ def features() -> tuple:
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from gavil.params import load_params
     from gavil.pipeline import catalog
-    from stages.aflite import _features
+    from stages.aflite.stage import _features
 
     params = load_params()
     p, entry = params.aflite, params.models[params.aflite.model]
@@ -49,14 +55,20 @@ def features() -> tuple:
     cue_vecs, cand_vecs = embed(model, list(sel["cue"]), concepts, Cache([], catalog.path("aflite_embeddings", "read")))
     lay = Layout.build(list(sel["candidates"]), list(sel["associations"]))
     ids = sel["instance_uid"].to_numpy().astype(str)
-    return _features(sel, cue_vecs, cand_vecs, "full"), lay, ids, [set(cs) for cs in sel["candidates"]], p
+    x = _features(sel, cue_vecs, cand_vecs, "full")
+    return x, lay, ids, [set(cs) for cs in sel["candidates"]], p, sel["dataset"].to_numpy().astype(str)
 
 
-def run(solver: str, threads: int, data: tuple) -> dict:
-    """One AfLite run (the stage's core) with ``solver``; seconds, flags per phase, flagged ids."""
-    import stages.aflite as stage
+def run(solver: str, threads: int, data: tuple, planted: np.ndarray | None = None, strength: float = 1.0) -> dict:
+    """One AfLite run (the stage's core) with ``solver``; seconds, flags per phase and per dataset,
+    flagged ids; with ``planted``, the plant column added and precision/recall of the flags."""
+    import stages.aflite.core as stage
 
-    x, lay, ids, sets, p = data
+    x, lay, ids, sets, p, dataset = data
+    if planted is not None:
+        from stages.aflite.report import plant_feature
+
+        x = plant_feature(x, lay, planted, strength)
     old = solver == "sklearn_default"  # the per-classifier fits as they were: defaults, float32
     stage.SKLEARN_TOL, stage.SKLEARN_DTYPE = (1e-4, np.float32) if old else (1e-8, np.float64)
     p = p.model_copy(update={"solver": "sklearn" if old else solver})
@@ -71,17 +83,70 @@ def run(solver: str, threads: int, data: tuple) -> dict:
         "above_tau_per_phase": [ph["above_tau"] for ph in res.phases],
         "flagged_per_phase": [ph["flagged"] for ph in res.phases],
         "flagged": int(flagged.sum()),
+        "flagged_by_dataset": {
+            str(d): {"instances": int((dataset == d).sum()), "flagged": int(flagged[dataset == d].sum())}
+            for d in sorted(set(dataset))
+        },
         "flagged_ids": sorted(ids[flagged].tolist()),
+    } | ({} if planted is None else {"plant": plant_scores(flagged, planted, dataset)})
+
+
+def plant_scores(flagged: np.ndarray, planted: np.ndarray, dataset: np.ndarray) -> dict:
+    """Precision and recall of ``flagged`` against ``planted``, overall and per dataset."""
+
+    def pr(sel: np.ndarray) -> dict:
+        f, t = flagged[sel], planted[sel]
+        hit = int((f & t).sum())
+        return {
+            "planted": int(t.sum()),
+            "flagged": int(f.sum()),
+            "flagged_planted": hit,
+            "precision": round(hit / f.sum(), 4) if f.any() else None,
+            "recall": round(hit / t.sum(), 4) if t.any() else None,
+        }
+
+    return pr(np.ones(len(flagged), dtype=bool)) | {
+        "by_dataset": {str(d): pr(dataset == d) for d in sorted(set(dataset))}
     }
+
+
+def shuffled(data: tuple, seed: int = 0) -> tuple:
+    """The same instances in a random row order (pair rows moved with them)."""
+    from gavil.models.features import Layout
+
+    x, lay, ids, sets, p, dataset = data
+    perm = np.random.default_rng(seed).permutation(len(ids))
+    rows = lay.rows[perm]
+    new = np.full_like(rows, -1)
+    new[rows >= 0] = np.arange((rows >= 0).sum())
+    return (
+        x[rows[rows >= 0]],
+        Layout(new, lay.label[perm], lay.k[perm]),
+        ids[perm],
+        [sets[i] for i in perm],
+        p,
+        dataset[perm],
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--solvers", default="batched,sklearn_default")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--plant", type=float, default=0.0, help="fraction of instances to plant (0: no audit run)")
+    ap.add_argument("--strength", default="1.0", help="the plant column's value; comma-separated: one run each")
+    ap.add_argument("--shuffle", action="store_true")
     a = ap.parse_args()
     data = features()
-    runs = {s: run(s, a.threads, data) for s in a.solvers.split(",")}
+    runs = {s: run(s, a.threads, data) for s in a.solvers.split(",") if s}
+    if a.shuffle:
+        runs["batched_shuffled"] = run("batched", a.threads, shuffled(data))
+    if a.plant > 0:
+        from stages.aflite import plant_mask
+
+        planted = plant_mask(data[2], a.plant, 0)
+        for s in map(float, a.strength.split(",")):
+            runs[f"batched_plant_{a.plant:g}_strength_{s:g}"] = run("batched", a.threads, data, planted, s)
     path = ROOT / "benchmarks/results/aflite.json"
     result = json.loads(path.read_text()) if path.exists() else {}
     result["machine"] = machine(f"shared with other jobs; {a.threads} BLAS thread(s)")
@@ -91,6 +156,13 @@ def main() -> None:
     print(f"{'solver':<17}{'seconds':>9}{'cpu s':>8}{'flagged':>9}  flagged per phase")
     for s, r in runs.items():
         print(f"{s:<17}{r['seconds']:>9}{r['cpu_seconds']:>8}{r['flagged']:>9}  {r['flagged_per_phase']}")
+        for d, c in r.get("flagged_by_dataset", {}).items():
+            print(f"    {d}: {c['flagged']} / {c['instances']} flagged")
+        if "plant" in r:
+            pl = r["plant"]
+            print(f"    plant: {pl['planted']} planted, precision {pl['precision']}, recall {pl['recall']}")
+            for d, c in pl["by_dataset"].items():
+                print(f"      {d}: {c['planted']} planted, precision {c['precision']}, recall {c['recall']}")
     names = list(runs)
     for i, s in enumerate(names):
         for t in names[i + 1 :]:

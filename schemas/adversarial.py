@@ -15,11 +15,16 @@ class AfliteInstances(StrictModel):
 
     instance_uid: Series[str] = pa.Field(unique=True)
     dataset: Series[str]
+    batch: Series[str] = pa.Field(
+        str_matches=r"^(release|raw):.+$",
+        description="release:<released file stem> or raw:<batch folder> (or <origin>:(source removed))",
+    )
     num_candidates: Series[int]
     score: Series[float] = pa.Field(
         nullable=True, ge=0, le=1, description="mean held-out credit (Jaccard or exact) in the last phase it was scored"
     )
     phase: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="phase it was flagged in")
+    planted: Series[bool] = pa.Field(description="carries aflite.plant's spurious feature (audits only; else False)")
     status: Series[str] = pa.Field(isin=AFLITE_STATUSES)
     reason: Series[str]
 

@@ -1,6 +1,6 @@
 """Many L2-regularised binary logistic regressions over one shared feature matrix, fitted together.
 
-AfLite (stages/aflite.py) trains 64 linear classifiers per phase, each on a different random
+AfLite (stages/aflite/) trains 64 linear classifiers per phase, each on a different random
 subset of the same pair rows. Fitted one by one (scikit-learn, L-BFGS) every iteration is a
 matrix-vector product over ~10k rows (memory bound); fitted together, an iteration is one GEMM
 ``X @ W`` over all rows for all classifiers (each row weighted by a 0/1 mask per classifier).

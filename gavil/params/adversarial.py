@@ -65,6 +65,14 @@ class AdversarialFilterParams(Section):
         return v
 
 
+class AflitePlantParams(Section):
+    """``aflite.plant``: an audit of AfLite itself (off by default; stages/aflite/report.py)."""
+
+    fraction: Fraction = 0.0  # audit: plant a spurious feature in this fraction of instances (keyed by id); 0 = off
+    strength: Annotated[float, Field(gt=0)] = 1.0  # its value on the planted instances' association rows (0 elsewhere)
+    seed: int = 0  # which instances: hash(seed, instance_uid)
+
+
 class AfliteParams(Section):
     MODEL_REFS: ClassVar[dict[str, str | None]] = {"model": None}
 
@@ -79,4 +87,5 @@ class AfliteParams(Section):
     solver: Literal["batched", "sklearn"] = "batched"  # batched: a phase's classifiers in one fit (same flags)
     kl_bins: PosInt = 20  # histogram bins of the KL-divergence assessment
     write_debiased: bool = False  # opt in: write the kept instances to data/export/debiased.csv
-    seed: int = 0
+    seed: int = 0  # keys every draw (splits, the KL's random reduction) with the instance ids
+    plant: AflitePlantParams = AflitePlantParams()  # audit: precision/recall of the flags vs a planted feature

@@ -152,7 +152,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "aflite",
-        reads=("selection", "ocr", "image_store"),
+        reads=("selection", "instances", "ocr", "image_store"),
         writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
         params=("aflite",),  # with its model's entry (its numerics change the embeddings)
     ),
