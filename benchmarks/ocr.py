@@ -1,27 +1,35 @@
-"""OCR throughput: the stage's reader vs EasyOCR's default ``readtext`` on the same 200 mixed images.
+"""OCR on real shapes (issue 27): the stage's reader vs EasyOCR's ``readtext`` on the OCR set.
 
-Images: half photos (the sample's photos, randomly cropped/flipped and resized to 1,024, 1,280 or
-1,600 px on the long side, the sizes of typical web search results) and half rendered words (the
-concept on a 1,024 x 768, 1,280 x 960 or 1,600 x 1,200 canvas, random size, position, colours). Baseline: ``Reader.readtext(path)`` with
-EasyOCR's defaults (canvas 2,560). Stage: ``load_for_ocr`` (Pillow downscale to
-``ocr.canvas_size``) + :func:`stages.ocr_filter.make_reader` (batched detection, recognition
-only where text was found), at ``precision`` fp32 and bf16 (autocast, CRAFT channels-last). The readers are loaded before timing; same process, same run, interleaved in
-chunks of 20 images so that machine noise falls on both sides of the ratio.
-Decisions: :func:`stages.ocr_filter.match_text` with the params' rule on all images (photos and
-rendered words), compared between readers; ``--extra-canvas`` also times the bf16 stage at smaller
-canvases (faster, but small text is read less): the trade-off, not the default; "stage default" is the stage at ``ocr.precision``
-as resolved on this machine (``auto``: bf16 on AMX/AVX-512-BF16 CPUs).
+Images: :func:`benchmarks._ocrset.write_ocr_set`: web-shaped photos (500-1,600 px long side, JPEG),
+half text-free, half showing their concept word at a cap height of 1, 1.5, 2, 3, 5 or 8 % of the
+image height, rotated in [-15, 15] degrees, several fonts, light-on-dark or dark-on-light, drawn
+onto the photo.
 
-Usage (project root, venv):  python benchmarks/ocr.py [--images 200]
-Prints a table and writes benchmarks/results/ocr.json.
+Sides, each timed the same way: from the image file to its detections (decode, any downscale,
+detection, recognition), one image at a time, in one process, models loaded before timing (model
+load excluded on every side); the sides take turns image by image (the order rotates), so load from
+anything else on the machine falls on all of them alike:
+
+- ``readtext``: ``Reader.readtext(path)`` with EasyOCR's defaults (canvas 2,560, mag_ratio 1): the
+  decision target;
+- ``readtext@640``: ``Reader.readtext(path, canvas_size=640)``, what any EasyOCR user can pass;
+- ``stage``: :func:`stages.ocr_filter.load_for_ocr` + :func:`stages.ocr_filter.make_reader` at the
+  params' ``ocr.canvas_size`` and ``ocr.precision`` (resolved on this machine);
+- ``stage@<c>`` for each ``--extra-canvas`` c: the faster settings and what they lose.
+
+Decisions: :func:`stages.ocr_filter.match_text` with the params' rule on every image, compared with
+``readtext``'s; every disagreement is listed with its cap height.
+
+Usage (project root, venv):  python benchmarks/ocr.py [--images 48] [--extra-canvas 640]
+Prints a table and writes benchmarks/results/ocr.json (rewritten after every image).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -30,84 +38,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, random_view, sample_photos, write_result  # noqa: E402
-
-WORDS = [
-    "library",
-    "coffee",
-    "rocket",
-    "moon",
-    "horse",
-    "bread",
-    "garden",
-    "castle",
-    "pencil",
-    "river",
-    "tiger",
-    "window",
-    "guitar",
-    "candle",
-    "bridge",
-    "forest",
-    "orange",
-    "camera",
-    "anchor",
-    "dragon",
-    "school",
-    "summer",
-    "winter",
-    "planet",
-    "button",
-    "mirror",
-    "jacket",
-    "violin",
-    "desert",
-    "island",
-]
-
-
-def make_images(d: Path, n: int, seed: int = 0) -> list[tuple[str, str, str]]:
-    """(kind, concept, path) for n//2 photos and n - n//2 rendered words."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    rng = random.Random(seed)
-    photos = sample_photos()
-    out = []
-    for i in range(n // 2):
-        src = photos[i % len(photos)]
-        path = d / f"photo-{i:03d}.jpg"
-        random_view(src, rng, 0.7, (1024, 1280, 1600)).save(path, quality=90)
-        out.append(("photo", src.stem, str(path)))
-    for i in range(n - n // 2):
-        word = WORDS[i % len(WORDS)]
-        text = word.upper() if rng.random() < 0.5 else word
-        bg = tuple(rng.randint(170, 255) for _ in range(3))
-        fg = tuple(rng.randint(0, 70) for _ in range(3))
-        W, H = rng.choice(((1024, 768), (1280, 960), (1600, 1200)))
-        im = Image.new("RGB", (W, H), bg)
-        font = ImageFont.load_default(size=int(rng.randint(70, 140) * W / 1024))
-        draw = ImageDraw.Draw(im)
-        box = draw.textbbox((0, 0), text, font=font)
-        tw, th = box[2] - box[0], box[3] - box[1]
-        draw.text(
-            (rng.randint(10, max(11, W - 10 - tw)), rng.randint(10, max(11, H - 10 - th))), text, fill=fg, font=font
-        )
-        path = d / f"word-{i:03d}.png"
-        im.save(path)
-        out.append(("word", word, str(path)))
-    return out
+from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._ocrset import CAP_HEIGHTS_PERCENT, write_ocr_set  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--images", type=int, default=200)
-    ap.add_argument(
-        "--extra-canvas",
-        type=int,
-        nargs="*",
-        default=[512],
-        help="also time the bf16 stage at these canvas sizes (px, long side): the speed/recall trade-off",
-    )
+    ap.add_argument("--images", type=int, default=48)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--extra-canvas", type=int, nargs="*", default=[640], help="stage canvases (px) to time too")
+    ap.add_argument("--no-readtext-640", action="store_true", help="leave readtext(canvas_size=640) out")
     args = ap.parse_args()
 
     import yaml
@@ -117,6 +57,7 @@ def main() -> None:
     ensure_torchvision()
     import easyocr
     import easyocr_en_models
+    import torch
 
     from gavil.models.precision import cpu_native_bf16, resolve
     from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
@@ -124,138 +65,123 @@ def main() -> None:
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]
     rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
     canvas = int(p["canvas_size"])
+    prec = resolve(str(p["precision"]), "cpu")[0]
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-bench-"))
-    made = make_images(work, args.images)
-    half = args.images // 2  # alternate photo, word, photo, ...: every chunk holds both kinds
-    items = [x for pair in zip(made[:half], made[half:]) for x in pair] + made[2 * half :]
+    items = write_ocr_set(work, args.images, args.seed)
 
-    default_reader = easyocr.Reader(
+    rt = easyocr.Reader(
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
     )
-    batch = int(p["batch_size"])
-    bf16_reader = make_reader(batch, "bf16", "cpu")
-    readers = {"fp32": make_reader(batch, "fp32", "cpu"), "bf16": bf16_reader}
-    readers |= {f"bf16@{c}": bf16_reader for c in args.extra_canvas if c != canvas}
-    canvas_of = {k: int(k.split("@")[1]) if "@" in k else canvas for k in readers}
-    auto = resolve(str(p["precision"]), "cpu")[0]  # what the stage runs by default on this machine
+    stage = make_reader(int(p["batch_size"]), prec, "cpu")
+
+    def readtext(path: str, **kw: int) -> list[tuple[str, float]]:
+        return [(str(t), float(c)) for _, t, c in rt.readtext(path, **kw)]
+
+    def staged(c: int):
+        return lambda path: stage([load_for_ocr(path, c)], c)[0]
+
+    sides = {"readtext": readtext}
+    if not args.no_readtext_640:
+        sides["readtext@640"] = lambda path: readtext(path, canvas_size=640)
+    sides["stage"] = staged(canvas)
+    sides |= {f"stage@{c}": staged(c) for c in args.extra_canvas if c != canvas}
+    names = list(sides)
+    seconds: dict[str, list[float]] = {k: [] for k in names}
+    rejected: dict[str, list[bool]] = {k: [] for k in names}
+    texts: dict[str, list[str]] = {k: [] for k in names}
+    for path in (items[0].path,):  # warm-up (first-call allocations), untimed and uncounted
+        for k in names:
+            sides[k](path)
 
     def report() -> dict:
-        """The results so far (written after every chunk: a run cut short still leaves its figures)."""
-        done = items[: len(default)]
+        n = len(seconds["readtext"])
+        done = items[:n]
+        free = [i for i, it in enumerate(done) if not it.shows_word]
+        t = {k: sum(v) for k, v in seconds.items()}
 
-        def rejected(dets: list[list[tuple[str, float]]]) -> list[bool]:
-            return [match_text(c, d, rule).rejected for (_, c, _), d in zip(done, dets)]
+        def per_cap(k: str) -> dict[str, str]:
+            out = {}
+            for cap in CAP_HEIGHTS_PERCENT:
+                idx = [i for i, it in enumerate(done) if it.cap_height_percent == cap]
+                out[f"{cap:g}%"] = f"{sum(rejected[k][i] for i in idx)}/{len(idx)}"
+            return out
 
-        dec = {"default": rejected(default), **{k: rejected(v) for k, v in ours.items()}}
-        is_word = [kind == "word" for kind, _, _ in done]
-
-        def same(a: str, b: str) -> int:
-            return sum(x == y for x, y in zip(dec[a], dec[b]))
-
-        result = {
-            "machine": machine(f"CPU native bf16 (AMX/AVX-512-BF16): {cpu_native_bf16()}"),
-            "note": "one process, one run; default readtext and every stage variant interleaved in chunks of 20 "
-            "images, so machine noise falls on both sides of each ratio",
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-            "images": len(done),
-            "rendered_words": sum(is_word),
-            "photos": len(done) - sum(is_word),
-            "canvas_size": canvas,
-            "ocr_precision_param": p["precision"],
-            "ocr_precision_resolved": auto,
-            "default_readtext_s": round(t_default, 2),
-            **{f"stage_{k}_s": round(t, 2) for k, t in t_stage.items()},
-            "default_images_per_s": round(len(done) / t_default, 3),
-            **{f"stage_{k}_images_per_s": round(len(done) / t, 3) for k, t in t_stage.items()},
-            "speedup_stage_default_vs_readtext": round(t_default / t_stage[auto], 2),
-            "speedup_stage_fp32_vs_readtext": round(t_default / t_stage["fp32"], 2),
-            "speedup_stage_bf16_vs_readtext": round(t_default / t_stage["bf16"], 2),
-            "same_decision_bf16_vs_readtext": same("default", "bf16"),
-            "speedup_bf16_vs_fp32": round(t_stage["fp32"] / t_stage["bf16"], 2),
-            "other_canvas": {
-                k: {
-                    "canvas_size": canvas_of[k],
-                    "speedup_vs_readtext": round(t_default / t, 2),
-                    "same_decision_vs_readtext": same("default", k),
-                    "rejected": sum(dec[k]),
+        def disagreements(k: str) -> list[dict]:
+            return [
+                {
+                    "image": Path(it.path).name,
+                    "concept": it.concept,
+                    "cap_height_percent": it.cap_height_percent,
+                    "cap_height_px": it.cap_height_px,
+                    "long_side_px": max(it.width, it.height),
+                    "readtext_rejects": rejected["readtext"][i],
+                    "readtext_read": texts["readtext"][i],
+                    "this_read": texts[k][i],
                 }
-                for k, t in t_stage.items()
-                if "@" in k
-            },
-            "same_decision_stage_default_vs_readtext": same("default", auto),
-            "same_decision_fp32_vs_readtext": same("default", "fp32"),
-            "same_decision_bf16_vs_fp32": same("fp32", "bf16"),
-            "same_text_bf16_vs_fp32": sum(
-                [t for t, _ in a] == [t for t, _ in b] for a, b in zip(ours["fp32"], ours["bf16"])
-            ),
-            "max_confidence_diff_bf16_vs_fp32": round(
-                max(
-                    (
-                        abs(x[1] - y[1])
-                        for a, b in zip(ours["fp32"], ours["bf16"])
-                        if len(a) == len(b)
-                        for x, y in zip(a, b)
-                    ),
-                    default=0.0,
-                ),
-                4,
-            ),
-            "rejected": {k: sum(v) for k, v in dec.items()},
-            "targets": {
-                "speedup_stage_default_vs_readtext": ">= 15",
-                "speedup_bf16_vs_fp32": ">= 2.5",
-                "same_decision": "all images",
-            },
-        }
-        return result
+                for i, it in enumerate(done)
+                if rejected[k][i] != rejected["readtext"][i]
+            ]
 
-    # Interleaved in chunks of 20 (default on a chunk, then the stage at fp32 and at bf16 on the same
-    # chunk), so that load from anything else on the machine falls on every side of the ratios alike.
-    default: list[list[tuple[str, float]]] = []
-    ours: dict[str, list[list[tuple[str, float]]]] = {k: [] for k in readers}
-    t_default = 0.0
-    t_stage = dict.fromkeys(readers, 0.0)
-    for i in range(0, len(items), 20):
-        chunk = items[i : i + 20]
-        t0 = time.perf_counter()
-        default += [[(t, float(c)) for _, t, c in default_reader.readtext(path)] for _, _, path in chunk]
-        t_default += time.perf_counter() - t0
-        for k, read in readers.items():
+        return {
+            "machine": machine(f"CPU native bf16 (AMX/AVX-512-BF16): {cpu_native_bf16()}"),
+            "torch_threads": torch.get_num_threads(),
+            "note": "one process; every side timed from the image file to its detections (decode, downscale, "
+            "detect, recognise), one image at a time, models loaded before timing (load excluded on every side); "
+            "the sides take turns image by image, the order rotating, so machine load falls on all alike. "
+            "Absolute seconds depend on the load; compare ratios.",
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+            "images": n,
+            "text_free": len(free),
+            "with_word": n - len(free),
+            "stage_canvas_size": canvas,
+            "stage_precision": prec,
+            "seconds_total": {k: round(v, 2) for k, v in t.items()},
+            "seconds_per_image_mean": {k: round(v / max(1, n), 3) for k, v in t.items()},
+            "seconds_per_text_free_photo_median": {
+                k: round(statistics.median([seconds[k][i] for i in free]), 3) if free else None for k in names
+            },
+            "speedup_vs_readtext": {k: round(t["readtext"] / t[k], 2) for k in names if t[k]},
+            "speedup_vs_readtext_640": {k: round(t["readtext@640"] / t[k], 2) for k in names if t[k]}
+            if "readtext@640" in t
+            else None,
+            "same_decision_as_readtext": {
+                k: f"{sum(a == b for a, b in zip(rejected[k], rejected['readtext']))}/{n}" for k in names
+            },
+            "rejected_by_cap_height": {k: per_cap(k) for k in names},
+            "rejected_text_free": {k: sum(rejected[k][i] for i in free) for k in names},
+            "disagreements_with_readtext": {k: disagreements(k) for k in names if k != "readtext"},
+            "targets": {"same_decision_as_readtext": "every image", "speedup_vs_readtext": ">= 10"},
+        }
+
+    for i, it in enumerate(items):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for k in order:
             t0 = time.perf_counter()
-            c = canvas_of[k]
-            ours[k] += read([load_for_ocr(path, c) for _, _, path in chunk], c)
-            t_stage[k] += time.perf_counter() - t0
+            dets = sides[k](it.path)
+            seconds[k].append(time.perf_counter() - t0)
+            rejected[k].append(match_text(it.concept, dets, rule).rejected)
+            texts[k].append(" ".join(t for t, c in dets if c >= rule.min_confidence)[:200])
         print(
-            f"ocr bench: {len(default)}/{len(items)} images, default {t_default:.0f} s, "
-            + ", ".join(f"stage {k} {t:.0f} s" for k, t in t_stage.items()),
+            f"ocr bench {i + 1}/{len(items)} {Path(it.path).name} ({max(it.width, it.height)} px): "
+            + ", ".join(f"{k} {seconds[k][-1]:.2f} s {'R' if rejected[k][-1] else '-'}" for k in names),
             flush=True,
         )
         write_result("ocr", report())
 
-    result = report()
-    n = result["images"]
-    print(f"{'measure':44s} {'value':>10s}")
-    print(f"{'default readtext images/s':44s} {result['default_images_per_s']:10.3f}")
-    for k in readers:
-        print(f"{'stage ' + k + ' images/s':44s} {result[f'stage_{k}_images_per_s']:10.3f}")
-    print(
-        f"{'stage (' + auto + ') vs readtext (target >= 15)':44s} {result['speedup_stage_default_vs_readtext']:10.2f}"
-    )
-    print(f"{'stage bf16 vs readtext':44s} {result['speedup_stage_bf16_vs_readtext']:10.2f}")
-    print(f"{'stage bf16 vs fp32 (target >= 2.5)':44s} {result['speedup_bf16_vs_fp32']:10.2f}")
-    print(f"{'same decision: stage bf16 vs readtext':44s} {result['same_decision_bf16_vs_readtext']:>6d}/{n}")
-    print(
-        f"{'same decision: stage (' + auto + ') vs readtext':44s} {result['same_decision_stage_default_vs_readtext']:>6d}/{n}"
-    )
-    print(f"{'same decision: stage bf16 vs fp32':44s} {result['same_decision_bf16_vs_fp32']:>6d}/{n}")
-    print(f"{'same text: stage bf16 vs fp32':44s} {result['same_text_bf16_vs_fp32']:>6d}/{n}")
-    for k, o in result["other_canvas"].items():
+    r = report()
+    n = r["images"]
+    print(f"\n{'side':16s} {'s/image':>8s} {'s/text-free':>11s} {'vs readtext':>11s} {'same decision':>14s}")
+    for k in names:
         print(
-            f"{'stage ' + k + ' vs readtext; same decision':44s} {o['speedup_vs_readtext']:10.2f} "
-            f"{o['same_decision_vs_readtext']:>4d}/{n}"
+            f"{k:16s} {r['seconds_per_image_mean'][k]:8.3f} {r['seconds_per_text_free_photo_median'][k] or 0:11.3f} "
+            f"{r['speedup_vs_readtext'][k]:10.2f}x {r['same_decision_as_readtext'][k]:>14s}"
         )
-    print(f"{'rejected (default, fp32, bf16, ...)':44s} {result['rejected']}")
-    write_result("ocr", result)
+    print("rejected by cap height:", r["rejected_by_cap_height"])
+    for k, d in r["disagreements_with_readtext"].items():
+        for x in d:
+            print(f"  {k}: {x['image']} cap {x['cap_height_percent']} % ({x['cap_height_px']} px)")
+    print(f"load average: {r['load_average_1_5_15']}, images {n}")
+    write_result("ocr", r)
     shutil.rmtree(work, ignore_errors=True)
 
 

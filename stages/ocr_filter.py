@@ -22,7 +22,8 @@ candidates (``data/crawl/candidates.parquet``) are read in rank order and the fi
 accepts wins; OCR stops there, so lower-ranked candidates are only read when needed.
 
 Speed without changing the decision: images are downscaled to ``ocr.canvas_size`` (long side,
-pixels) before OCR; one EasyOCR Reader per process; CRAFT detection runs first and, as in
+pixels) before OCR (default 2,560, ``readtext``'s own: web images at full size, so no word
+``readtext`` reads is missed; a smaller canvas is faster and misses small words, issue 27); one EasyOCR Reader per process; CRAFT detection runs first and, as in
 ``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
 same downscaled shape are detected in batches of ``ocr.batch_size``; ``ocr.precision`` bf16 runs
 CRAFT under bf16 autocast, channels-last (:func:`_fast`). Raw detections are cached by

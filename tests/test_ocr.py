@@ -185,3 +185,54 @@ def test_detections_are_cached_by_image_and_canvas(tmp_path):
     assert len(calls) == 2
     with pytest.raises(KeyError, match="not in the OCR cache"):
         decide(images, cands, RULE, 800, cache2, read=None)
+
+
+@pytest.fixture(scope="module")
+def params_reader():
+    """The reader the stage runs with its default params (precision ``auto``: bf16 where native)."""
+    from gavil.params.ocr import OcrParams
+    from stages.ocr_filter import make_reader
+
+    p = OcrParams()
+    return make_reader(p.batch_size, p.precision, p.device)
+
+
+def web_sized(path, photo: str, word: str | None, cap_percent: float = 1.0):
+    """A sample photo at 1,600 x 1,200 (web size), optionally showing ``word`` with capitals
+    ``cap_percent`` of the height (12 px at 1 %), in black on a light strip the photo shows through."""
+    im = Image.open(IMAGES / photo).convert("RGB").resize((1600, 1200), Image.Resampling.BICUBIC)
+    if word:
+        size = 8
+        while True:  # the font size whose capital H is cap_percent of the height
+            font = ImageFont.load_default(size=size)
+            top, bottom = font.getbbox("H")[1::2]
+            if bottom - top >= 1200 * cap_percent / 100:
+                break
+            size += 1
+        draw = ImageDraw.Draw(im, "RGBA")
+        draw.rectangle((300, 500, 300 + 14 * size, 500 + 2 * size), fill=(255, 255, 255, 170))
+        draw.text((310, 505), word, fill=(20, 20, 20), font=font)
+    im.save(path, quality=88)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_default_params_reject_a_small_word_on_a_web_sized_photo(tmp_path, params_reader):
+    """Issue 27: a word with capitals 1 % of a 1,600 x 1,200 photo's height (12 px) is read at the
+    default canvas (readtext's 2,560: full size), so the image is rejected; the plain photo is kept.
+    The 640 px canvas (the faster setting) misses that word: what the default buys."""
+    from gavil.params.ocr import OcrParams
+
+    p = OcrParams()
+    assert p.canvas_size >= 1600  # the default reads web images at full size
+    images, cands = tables(
+        {
+            "library": [web_sized(tmp_path / "lib.jpg", "beach.png", "library")],
+            "beach": [web_sized(tmp_path / "beach.jpg", "beach.png", None)],
+        }
+    )
+    out = validate(decide(images, cands, RULE, p.canvas_size, {}, params_reader), Ocr).set_index("concept")
+    assert out.loc["library", "status"] == "rejected_text", out.loc["library", "ocr_text"]
+    assert out.loc["beach", "status"] == "accepted"
+    small = decide(images, cands, RULE, 640, {}, params_reader).set_index("concept")
+    assert small.loc["library", "status"] == "accepted"  # 4.8 px capitals at 640: not read

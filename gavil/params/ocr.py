@@ -11,7 +11,7 @@ from gavil.params.base import Device, Fraction, Percent, PosInt, Precision, Sect
 
 
 class OcrParams(Section):
-    canvas_size: Annotated[int, Field(ge=32)] = 640
+    canvas_size: Annotated[int, Field(ge=32)] = 2560
     match_threshold: Percent = 80
     min_confidence: Fraction = 0.3
     min_word_len: PosInt = 4

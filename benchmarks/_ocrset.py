@@ -1,0 +1,211 @@
+"""The OCR benchmark set (issue 27): web-shaped photos, half of them showing their concept word small.
+
+:func:`ocr_image` makes one image: a web-shaped photo (:func:`benchmarks._web.web_photo`, long side
+500-1,600 px, JPEG as search results are) and, for a *word* image, the concept word drawn on it with
+its cap height (the height of a capital H in that font) a given percent of the image's height (1, 1.5,
+2, 3, 5 or 8 %), rotated uniformly in [-15, 15] degrees, in one of several TrueType fonts found on
+the machine (DejaVu, Liberation; Pillow's built-in font where none is), lower, upper or title case,
+light-on-dark or dark-on-light, drawn straight onto the photo (busy background), at a random place
+that keeps it inside the image. Text-free images are web photos as they come. Every image is saved
+as JPEG (quality 85) so the word carries the compression a web image has.
+
+:func:`write_ocr_set` writes ``n`` images (text-free and word images alternating, so any prefix
+of the set holds both; the words cycle through the cap heights) and returns one :class:`Item` per image: path, concept, whether the word is
+shown, cap height (percent and pixels), angle, font, polarity, image size. Deterministic in ``seed``
+(same fonts on the machine, same bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+CAP_HEIGHTS_PERCENT = (1.0, 1.5, 2.0, 3.0, 5.0, 8.0)
+MAX_ANGLE_DEG = 15.0
+WORDS = (
+    "library",
+    "coffee",
+    "rocket",
+    "garden",
+    "castle",
+    "pencil",
+    "guitar",
+    "bridge",
+    "window",
+    "candle",
+    "forest",
+    "camera",
+    "anchor",
+    "dragon",
+    "school",
+    "summer",
+    "planet",
+    "mirror",
+    "violin",
+    "island",
+)
+_FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/liberation")
+_FONT_NAMES = (
+    "DejaVuSans.ttf",
+    "DejaVuSans-Bold.ttf",
+    "DejaVuSerif.ttf",
+    "DejaVuSansCondensed-Oblique.ttf",
+    "LiberationSans-Regular.ttf",
+    "LiberationSerif-Bold.ttf",
+    "LiberationMono-Regular.ttf",
+    "LiberationSansNarrow-Regular.ttf",
+)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One image of the set and its truth."""
+
+    path: str
+    concept: str
+    shows_word: bool
+    cap_height_percent: float | None  # of the image height
+    cap_height_px: float | None
+    angle_deg: float | None
+    font: str | None
+    light_on_dark: bool | None
+    width: int
+    height: int
+    box: tuple[int, int, int, int] | None = None  # the rotated word's bounding box (x0, y0, x1, y1), pixels
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fonts() -> list[str]:
+    """The TrueType fonts used (those of :data:`_FONT_NAMES` present here); ``["pillow-default"]`` if none."""
+    found = [str(Path(d) / n) for n in _FONT_NAMES for d in _FONT_DIRS if (Path(d) / n).exists()]
+    return found or ["pillow-default"]
+
+
+def _font(name: str, size: int) -> Any:
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size) if name == "pillow-default" else ImageFont.truetype(name, size)
+
+
+def _font_for_cap(name: str, cap_px: float) -> Any:
+    """The font ``name`` at the size whose capital H is ``cap_px`` pixels tall (at least 1 px)."""
+    size = max(2, round(cap_px * 1.4))
+    for _ in range(40):
+        box = _font(name, size).getbbox("H")
+        h = box[3] - box[1]
+        if abs(h - cap_px) <= 0.5 or size <= 2:
+            break
+        size = max(2, size + (1 if h < cap_px else -1))
+    return _font(name, size)
+
+
+def draw_word(photo: Any, word: str, cap_percent: float, rng: random.Random, font_name: str) -> dict[str, Any]:
+    """Draw ``word`` onto the PIL RGB ``photo`` in place (see the module docstring); returns its details."""
+    from PIL import Image, ImageStat
+
+    w, h = photo.size
+    cap_px = h * cap_percent / 100
+    font = _font_for_cap(font_name, cap_px)
+    text = rng.choice((word, word.upper(), word.title()))
+    angle = rng.uniform(-MAX_ANGLE_DEG, MAX_ANGLE_DEG)
+    box = font.getbbox(text)
+    pad = max(2, int(cap_px))
+    layer = Image.new("L", (box[2] - box[0] + 2 * pad, box[3] - box[1] + 2 * pad), 0)
+    from PIL import ImageDraw
+
+    ImageDraw.Draw(layer).text((pad - box[0], pad - box[1]), text, fill=255, font=font)
+    layer = layer.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True)
+    lw, lh = layer.size
+    x, y = rng.randint(0, max(0, w - lw)), rng.randint(0, max(0, h - lh))
+    # polarity against the local background: light text where the patch is dark, and vice versa
+    light = ImageStat.Stat(photo.crop((x, y, x + lw, y + lh)).convert("L")).mean[0] < 128
+    shade = rng.randint(225, 255) if light else rng.randint(0, 35)
+    colour = (
+        (shade, shade, shade)
+        if rng.random() < 0.5
+        else tuple(min(255, max(0, shade + rng.randint(-30, 30))) for _ in range(3))
+    )
+    photo.paste(Image.new("RGB", layer.size, colour), (x, y), layer)
+    return {
+        "cap_height_px": round(cap_px, 1),
+        "angle_deg": round(angle, 1),
+        "font": Path(font_name).name,
+        "light_on_dark": light,
+        "box": (x, y, x + lw, y + lh),
+    }
+
+
+def ocr_image(seed: int, word: str | None, cap_percent: float | None, photos: Any = None) -> tuple[bytes, dict]:
+    """(JPEG bytes, details) of one set image; ``word`` None makes a text-free web photo."""
+    from PIL import Image
+
+    from benchmarks._web import web_photo
+
+    rng = random.Random(seed)
+    base = web_photo(seed, photos)
+    if word is None:
+        with Image.open(io.BytesIO(base)) as im:
+            return base, {"width": im.width, "height": im.height}
+    with Image.open(io.BytesIO(base)) as src:
+        im = src.convert("RGB")
+    names = fonts()
+    info = draw_word(im, word, float(cap_percent or 0), rng, names[rng.randrange(len(names))])
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=85)
+    return buf.getvalue(), {**info, "width": im.width, "height": im.height}
+
+
+def write_ocr_set(folder: Path, n: int, seed: int = 0) -> list[Item]:
+    """Write ``n`` images into ``folder``: text-free photos (even positions) and words (odd positions)
+    cycling through :data:`CAP_HEIGHTS_PERCENT` and :data:`WORDS`; returns their :class:`Item` records."""
+    from benchmarks._common import sample_photos
+
+    folder.mkdir(parents=True, exist_ok=True)
+    photos = sample_photos()
+    items = []
+    rng = random.Random(seed)
+    for i in range(n):
+        s = seed * 1_000_003 + 7_919 * i + 1
+        if i % 2 == 0:
+            concept, data, info = WORDS[rng.randrange(len(WORDS))], *ocr_image(s, None, None, photos)
+            items.append(
+                Item(
+                    str(folder / f"free-{i:04d}.jpg"),
+                    concept,
+                    False,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    info["width"],
+                    info["height"],
+                )
+            )
+        else:
+            k = i // 2
+            concept = WORDS[k % len(WORDS)]
+            cap = CAP_HEIGHTS_PERCENT[k % len(CAP_HEIGHTS_PERCENT)]
+            data, info = ocr_image(s, concept, cap, photos)
+            items.append(
+                Item(
+                    str(folder / f"word-{i:04d}-{cap:g}pc.jpg"),
+                    concept,
+                    True,
+                    cap,
+                    info["cap_height_px"],
+                    info["angle_deg"],
+                    info["font"],
+                    info["light_on_dark"],
+                    info["width"],
+                    info["height"],
+                    info["box"],
+                )
+            )
+        Path(items[-1].path).write_bytes(data)
+    return items
