@@ -135,9 +135,28 @@ def per_image_costs(model_name: str, paths: list[str], reps: int, batch_size: in
     return {
         "per_image_ms": ms,
         "stage_new_vs_old_ratio": round(ms["stage_new"] / ms["stage_old"], 3),
+        "prompt_ms": prompt_ms(new, reps),
         "embeddings_identical": same,
         "reps": reps,
     }
+
+
+def prompt_ms(model, reps: int, n: int = 64) -> float:
+    """Per-prompt ms of the stage's ``embed_texts`` ("A/An <word>", batches of 32; median of ``reps``)."""
+    import statistics
+
+    from benchmarks._common import sample_photos
+    from gavil.domain.winogavil import prompt_for_cue
+
+    words = sorted({p.stem.replace("_", " ") for p in sample_photos()})
+    prompts = [prompt_for_cue(f"{w} {i}") for i, w in enumerate((words * (n // max(1, len(words)) + 1))[:n])]
+    model.embed_texts(prompts[:32])  # warm-up
+    runs = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        model.embed_texts(prompts)
+        runs.append(time.perf_counter() - t0)
+    return round(1000 * statistics.median(runs) / n, 1)
 
 
 def stage_embed(model, paths: list[str], cache) -> float:
@@ -196,6 +215,7 @@ def main() -> None:
     ap.add_argument("--model", default="RN50")
     ap.add_argument("--images", type=int, default=128)
     ap.add_argument("--reps", type=int, default=2, help="interleaved repetitions of the per-image measures")
+    ap.add_argument("--cost-models", default="RN50,ViT-B-32", help="models whose per-image costs (0.) are measured")
     ap.add_argument("--memory-images", type=int, default=10_000)
     ap.add_argument(
         "--memory-only", action="store_true", help="re-measure only the peak-memory run; merge into the results file"
@@ -224,7 +244,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="gavil-score-"))
     paths = web_images(work / "imgs", args.images)
-    costs = per_image_costs(args.model, paths, args.reps)
+    costs = {"per_image": {m: per_image_costs(m, paths, args.reps) for m in args.cost_models.split(",") if m}}
     print(json.dumps(costs, indent=1))
     opt = RuntimeOptions(batch_size=32, threads=2, loader_workers=1)
     model = load_model(ModelSpec("bench", "open_clip", args.model, None), opt)
