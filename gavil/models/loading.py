@@ -61,6 +61,9 @@ from gavil.models.weights import (
 from gavil.progress import progress
 
 if TYPE_CHECKING:
+    import torch
+    from PIL.Image import Image as PILImage
+
     from gavil.params.models import ModelEntry
 
 __all__ = [  # the weights names are re-exported: stages import them from here
@@ -212,7 +215,7 @@ def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, 
             yield result
 
 
-def array_preprocess(preprocess: Any) -> Callable[[Any], np.ndarray]:
+def array_preprocess(preprocess: Callable[[PILImage], torch.Tensor]) -> Callable[[PILImage], np.ndarray]:
     """open_clip's image ``preprocess`` as a function PIL RGB image -> (3, H, W) float32 array, the
     same values bit for bit, with the tensor steps done in NumPy.
 
@@ -235,15 +238,15 @@ def array_preprocess(preprocess: Any) -> Callable[[Any], np.ndarray]:
     tail = steps[cut + 1 :] if cut is not None else []
     if cut is None or len(tail) != 1 or not isinstance(tail[0], Normalize) or tail[0].inplace:
         return lambda im: preprocess(im).numpy()
-    pil_steps, norm = steps[:cut], tail[0]
+    pil_steps, to_tensor, norm = steps[:cut], steps[cut], tail[0]
     mean = np.asarray(norm.mean, dtype=np.float32).reshape(-1, 1, 1)
     std = np.asarray(norm.std, dtype=np.float32).reshape(-1, 1, 1)
 
-    def to_input(im: Any) -> np.ndarray:
+    def to_input(im: PILImage) -> np.ndarray:
         for step in pil_steps:
             im = step(im)
         if im.mode != "RGB":  # ToTensor's other modes (16-bit, float): leave them to torchvision
-            return preprocess.transforms[-1](steps[cut](im)).numpy()
+            return norm(to_tensor(im)).numpy()
         x = np.asarray(im, dtype=np.uint8).transpose(2, 0, 1).astype(np.float32)  # ToTensor: CHW float32
         x /= np.float32(255)
         x -= mean  # Normalize: (x - mean) / std, float32
