@@ -360,3 +360,41 @@ def test_omp_num_threads_caps_the_model_threads(monkeypatch):
     for env, expected in (("1", 1), ("8", 2), ("junk", 2), ("0", 2)):
         monkeypatch.setenv("OMP_NUM_THREADS", env)
         assert RuntimeOptions.of(p).threads == expected, env
+
+
+@pytest.mark.parametrize("arch", ["RN50", "ViT-B-32"])
+def test_array_preprocess_is_open_clips_preprocess_bit_for_bit(arch):
+    """The loader's NumPy preprocess gives exactly open_clip's tensors (web-sized, odd-sized, tiny,
+    non-RGB-source images), so switching to it changed no embedding."""
+    import open_clip
+    from PIL import Image
+
+    from gavil.models.loading import array_preprocess
+
+    _, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=None)
+    fast = array_preprocess(preprocess)
+    rng = np.random.default_rng(0)
+    for w, h, mode in [(1600, 1067, "RGB"), (503, 700, "RGB"), (224, 224, "RGB"), (225, 97, "L"), (640, 480, "RGBA")]:
+        channels = {"RGB": 3, "L": 1, "RGBA": 4}[mode]
+        arr = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+        im = Image.fromarray(arr[..., 0] if channels == 1 else arr, mode).convert("RGB")
+        want = preprocess(im).numpy()
+        got = fast(im)
+        assert got.dtype == np.float32 and got.shape == want.shape == (3, 224, 224)
+        assert np.array_equal(got, want), (w, h, mode)
+
+
+def test_array_preprocess_leaves_other_pipelines_to_torchvision():
+    """A preprocess it does not recognise (no ToTensor + Normalize tail) runs as it is."""
+    import torch
+    from PIL import Image
+    from torchvision.transforms import CenterCrop, Compose, Normalize, ToTensor
+
+    from gavil.models.loading import array_preprocess
+
+    im = Image.fromarray(np.random.default_rng(1).integers(0, 256, (40, 50, 3), dtype=np.uint8))
+    odd = Compose([CenterCrop(32), ToTensor(), Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)), lambda t: t * 2])
+    assert np.array_equal(array_preprocess(odd)(im), odd(im).numpy())
+    plain = Compose([CenterCrop(32), ToTensor()])
+    assert np.array_equal(array_preprocess(plain)(im), plain(im).numpy())
+    assert isinstance(array_preprocess(lambda x: torch.zeros(3, 2, 2))(im), np.ndarray)

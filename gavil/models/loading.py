@@ -5,7 +5,9 @@ Two kinds of model (``kind`` in params):
 - ``open_clip``: any open_clip architecture with a pretrained tag or a local weights file
   (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
   preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
-  (:func:`prefetched`), so decoding overlaps the forward pass; batches of ``batch_size`` run
+  (:func:`prefetched`), so decoding overlaps the forward pass (the tensor steps of open_clip's
+  preprocess run in NumPy, :func:`array_preprocess`: same values, no torch threads competing with
+  the model); batches of ``batch_size`` run
   under ``torch.inference_mode``. ``precision``/``device`` (:mod:`gavil.models.precision`): bf16 runs
   the image tower under autocast (channels-last if convolutional) and stores the text tower in
   bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
@@ -59,6 +61,9 @@ from gavil.models.weights import (
 from gavil.progress import progress
 
 if TYPE_CHECKING:
+    import torch
+    from PIL.Image import Image as PILImage
+
     from gavil.params.models import ModelEntry
 
 __all__ = [  # the weights names are re-exported: stages import them from here
@@ -210,6 +215,47 @@ def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, 
             yield result
 
 
+def array_preprocess(preprocess: Callable[[PILImage], torch.Tensor]) -> Callable[[PILImage], np.ndarray]:
+    """open_clip's image ``preprocess`` as a function PIL RGB image -> (3, H, W) float32 array, the
+    same values bit for bit, with the tensor steps done in NumPy.
+
+    open_clip's preprocess is a torchvision ``Compose``: PIL steps (``Resize`` bicubic, ``CenterCrop``,
+    ``MaybeConvertMode``), then ``ToTensor`` (``uint8 -> float32 / 255``, HWC -> CHW) and ``Normalize``
+    (``(x - mean) / std`` per channel, float32). Those last two are element-wise IEEE float32 ops, so
+    NumPy computes identical values; it does them on the calling (loader) thread alone, where torch's
+    element-wise kernels start an OpenMP team of ``threads`` per call, which competes with the forward
+    pass for the same cores (measured 6-8x slower per image on 2 loaded cores: docs/benchmarks.md
+    "Scoring"). The PIL steps are open_clip's own objects, called unchanged.
+
+    A preprocess of any other shape (not PIL steps, then one ``ToTensor``, then one ``Normalize``) is
+    used as it is (its tensor output converted to an array), so nothing changes where the shortcut
+    does not apply. ``tests/test_score.py`` checks the identity against open_clip's preprocess.
+    """
+    from torchvision.transforms import Compose, Normalize, ToTensor
+
+    steps = list(preprocess.transforms) if isinstance(preprocess, Compose) else []
+    cut = next((i for i, s in enumerate(steps) if isinstance(s, ToTensor)), None)
+    tail = steps[cut + 1 :] if cut is not None else []
+    if cut is None or len(tail) != 1 or not isinstance(tail[0], Normalize) or tail[0].inplace:
+        return lambda im: preprocess(im).numpy()
+    pil_steps, to_tensor, norm = steps[:cut], steps[cut], tail[0]
+    mean = np.asarray(norm.mean, dtype=np.float32).reshape(-1, 1, 1)
+    std = np.asarray(norm.std, dtype=np.float32).reshape(-1, 1, 1)
+
+    def to_input(im: PILImage) -> np.ndarray:
+        for step in pil_steps:
+            im = step(im)
+        if im.mode != "RGB":  # ToTensor's other modes (16-bit, float): leave them to torchvision
+            return norm(to_tensor(im)).numpy()
+        x = np.asarray(im, dtype=np.uint8).transpose(2, 0, 1).astype(np.float32)  # ToTensor: CHW float32
+        x /= np.float32(255)
+        x -= mean  # Normalize: (x - mean) / std, float32
+        x /= std
+        return x
+
+    return to_input
+
+
 def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
     """Path of already-downloaded open_clip weights for (model, tag), or None. No network."""
     import open_clip
@@ -319,14 +365,18 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     if opt.loader_workers > 0:
         limit_malloc_arenas()
 
+    to_input = array_preprocess(preprocess)
+
     def load_batch(chunk: Sequence[str]):
         from PIL import Image
 
-        tensors = []
+        arrays = []
         for path in chunk:
             with Image.open(path) as im:
-                tensors.append(preprocess(im.convert("RGB")))
-        return torch.stack(tensors)
+                arrays.append(to_input(im.convert("RGB")))
+        # torch.stack, not np.stack: the batch must sit in torch's 64-byte-aligned memory, as before;
+        # from a NumPy buffer (16/32-byte aligned) oneDNN's RN50 kernels gave other last bits (1 ulp)
+        return torch.stack([torch.from_numpy(a) for a in arrays])
 
     def embed_images(paths: Sequence[str]) -> np.ndarray:
         if not paths:
