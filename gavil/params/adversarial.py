@@ -41,7 +41,7 @@ class AdversarialFilterParams(Section):
     mlp_hidden: PosInt = 64  # hidden units of the ensemble's MLP
     # held-out judges of other families than the members (gavil.models.judges): length / k_shortest /
     # surface (names' characters), text = judge_text_model; AF stops once all are near chance
-    judges: list[AfJudge] = ["length", "k_shortest", "surface", "text"]
+    judges: list[AfJudge] = ["length", "k_shortest", "surface"]  # + "text" opt-in (the mpnet extra)
     judge_text_model: str = "text-mpnet"  # models entry of the text judge (must differ from text_model)
     chance_tolerance: Fraction = 0.05  # judges' held-out Jaccard and accuracy within this of chance
     judge_every: PosInt = 5  # judge every this many iterations (and the final assignment)
