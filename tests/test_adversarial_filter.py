@@ -214,4 +214,6 @@ def test_planted_length_artifact_ends_near_chance_through_the_stage(tmp_path, mo
 
 def test_a_judge_of_the_adversarys_family_is_refused():
     with pytest.raises(ValueError, match="another family"):
-        AdversarialFilterParams(text_model="text-mpnet", judge_text_model="text-mpnet")
+        AdversarialFilterParams(
+            text_model="text-mpnet", judge_text_model="text-mpnet", judges=["length", "k_shortest", "surface", "text"]
+        )
