@@ -1,12 +1,11 @@
 """Stage ``adversarial_filter``: SWAG's Adversarial Filtering (Zellers et al. 2018, §3.2-3.4,
 Algorithm 1) choosing distractors for the SWOW-baseline instances — the ``swow_af`` variant.
 
-Context = cue; positives = its K associations; assignment A_i = N − K distractors; pool = accepted
-concepts (an accepted image) that are not SWOW responses of the cue in either direction, not the
-cue and not an association, sampled down to ``pool_size`` (SWAG: N⁻ = 1023; the instance's
-original distractors are always in it). Each iteration: a seeded 80/20 split of the instances
-(``test_fraction``); models learn (cue, candidate) -> associated from the training instances'
-associations and assigned distractors; on each held-out instance, with the reassigning model's
+Context = cue; positives = its K associations; assignment A_i = N − K distractors; pool = accepted concepts (an
+accepted image) that are not SWOW responses of the cue in either direction, not the cue and not an association,
+sampled down to ``pool_size`` (SWAG: N⁻ = 1023; the instance's original distractors are always in it). Each iteration:
+a seeded 80/20 split of the instances (``test_fraction``); models learn (cue, candidate) -> associated from the
+training instances' associations and assigned distractors; on each held-out instance, with the reassigning model's
 scores s:
 
 - easy = assigned distractors scored below the lowest-scored association (they can never enter
@@ -14,18 +13,17 @@ scores s:
 - n = min(``replacements``, #easy, #adversarial) random easy slots get random adversarial items
   (SWAG: N_easy = 2); every swap is logged.
 
-Phase ``cheap`` (``cheap_iterations``, swagaf: 100) uses a logistic regression on the first
-member's pair features; phase ``ensemble`` (``ensemble_iterations``, swagaf: 50) trains a logistic
-regression per member and an MLP on their concatenation and reassigns with the one of best
-held-out Jaccard (swagaf: "the member with the best validation accuracy"). A phase stops early
-once ``patience`` iterations in a row replace nothing. Members (pair features ``[cue ⊙ c, c]``):
-``text`` = ``text_model`` on names (offline); ``rival`` = ``rival_model`` (cue prompt vs image;
-skipped with the reason when its weights are unavailable).
+Phase ``cheap`` (``cheap_iterations``, swagaf: 100) uses a logistic regression on the first member's pair features;
+phase ``ensemble`` (``ensemble_iterations``, swagaf: 50) trains a logistic regression per member and an MLP on their
+concatenation and reassigns with the one of best held-out Jaccard (swagaf: "the member with the best validation
+accuracy"). A phase stops early once ``patience`` iterations in a row replace nothing. Members (pair features ``[cue ⊙
+c, c]``): ``text`` = ``text_model`` on names (offline); ``rival`` = ``rival_model`` (cue prompt vs image; skipped with
+the reason when its weights are unavailable).
 
-Output: the ``swow_af`` variant (``af_instances``) for human validation, one row per replacement,
-one per iteration. The default benchmark never changes: WinoGAViL does not choose test instances
-with a model (its §2.2, §4). Risk (METHODS.md): AF against similarity may pick distractors that are
-truly associated; SWOW neighbours are excluded and each added item's score is kept in the log.
+Output: the ``swow_af`` variant (``af_instances``) for human validation, one row per replacement, one per iteration.
+The default benchmark never changes: WinoGAViL does not choose test instances with a model (its §2.2, §4). Risk
+(METHODS.md): AF against similarity may pick distractors that are truly associated; SWOW neighbours are excluded and
+each added item's score is kept in the log.
 """
 
 from __future__ import annotations
@@ -49,10 +47,7 @@ from gavil.models.judges import (
     JudgeScore,
     at_chance,
     judge,
-    k_shortest_judge,
-    length_judge,
-    surface_judge,
-    text_judge,
+    load_judges,
 )
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
@@ -392,42 +387,6 @@ def _load_members(
     return members, status
 
 
-def _load_judges(
-    params: Params, cues: list[str], universe: list[str], cache: Cache
-) -> tuple[list[Judge], dict[str, str]]:
-    """The ``judges`` of :mod:`gavil.models.judges` over ``universe`` (concept names) and ``cues``
-    (one per instance), and each one's status (``ok`` or ``skipped: <code>: <why>``)."""
-    p = params.adversarial_filter
-    judges: list[Judge] = []
-    status: dict[str, str] = {}
-    for name in p.judges:
-        if name == "length":
-            judges.append(length_judge(universe))
-        elif name == "k_shortest":
-            judges.append(k_shortest_judge(universe))
-        elif name == "surface":
-            judges.append(surface_judge(universe, cues))
-        else:
-            entry = params.models[p.judge_text_model]
-            try:
-                model = load_model(ModelSpec.of(p.judge_text_model, entry), RuntimeOptions.of(entry))
-            except WeightsUnavailable as e:
-                status[p.judge_text_model] = f"skipped: {e.code}: {e.reason}"
-                print(f"adversarial_filter: judge {p.judge_text_model} SKIPPED - {e.log_text()}", file=sys.stderr)
-                continue
-            cue_vecs, cvecs = embed(model, cues, universe, cache)
-            judges.append(
-                text_judge(
-                    p.judge_text_model,
-                    f"text: {entry.model}",
-                    np.stack([cue_vecs[cue_key(c)] for c in cues]),
-                    np.stack([cvecs[c] for c in universe]),
-                )
-            )
-    status |= {j.name: "ok" for j in judges}
-    return judges, status
-
-
 def run(params: Params) -> Metrics:
     """Stage entry: SWOW-baseline instances + accepted concepts + SWOW edges -> the swow_af variant,
     its replacement log and iteration log (and a plot)."""
@@ -452,7 +411,7 @@ def run(params: Params) -> Metrics:
     if members:
         sel = np.flatnonzero(ok)
         cues = [str(sw["cue"][i]) for i in sel]
-        judges, judge_status = _load_judges(params, cues, universe, cache)
+        judges, judge_status = load_judges(params, cues, universe, cache)
         cache.save()
         done, reps, iters, stop = adversarial_filter(
             [sw["instance_id"][i] for i in sel],

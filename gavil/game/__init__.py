@@ -21,8 +21,9 @@ from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
 from gavil.game.rival import Rival, load_rival
-from gavil.game.service import CandidateSet, Game, GameError, VariantInstance
+from gavil.game.service import CandidateSet, Game, GameError
 from gavil.game.store import store_file
+from gavil.game.variant import VariantInstance
 from gavil.params import Params
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images

@@ -1,25 +1,24 @@
 """The game's rules, independent of HTTP: joining, creation tasks, solve assignment, scores.
 
 Inputs are validated with the import's rules (:func:`gavil.domain.vocabulary.clean_cue`, K within
-:data:`gavil.domain.vocabulary.K_LIMITS`, distinct candidates of the set; the profanity filter refuses a
-cue the import would flag), so whatever the game stores, ``import_annotations`` accepts. Players
-pick images by position; names never travel to the browser.
+:data:`gavil.domain.vocabulary.K_LIMITS`, distinct candidates of the set; the profanity filter refuses a cue the
+import would flag), so whatever the game stores, ``import_annotations`` accepts. Players pick images by position;
+names never travel to the browser.
 
-Only served work counts. ``GET /api/solve`` *leases* one association to the player (a row in the
-store: lease id, player, instance, issued, expires after ``game.lease_s``); an answer must name a
-live lease of its own player, and consumes it in the same transaction as the answer. The server,
-never the client, picks the association: among those the player did not create and has not
-answered, with fewer than ``select.min_solvers`` answers plus live leases, the closest to done
-first, then the oldest. A player holds at most one live lease (they get it again until they
-answer or it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
+Only served work counts. ``GET /api/solve`` *leases* one association to the player (a row in the store: lease id,
+player, instance, issued, expires after ``game.lease_s``); an answer must name a live lease of its own player, and
+consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
+the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
+closest to done first, then the oldest. A player holds at most one live lease (they get it again until they answer or
+it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
 
-Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the
-operator issued (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` —
-one code for everyone, as many accounts as they like (a trusted lab only).
+Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
+(:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for everyone, as many
+accounts as they like (a trusted lab only).
 
-The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one
-thread (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`.
-Scores: :mod:`gavil.game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
+The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
+(:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
+:mod:`gavil.game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from gavil.domain.winogavil import jaccard
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.scores import creation_scores, summary
 from gavil.game.store import checkpoint, connect, read_submissions, transaction
+from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
 MAX_NAME = 32
@@ -68,21 +68,6 @@ class CandidateSet:
     shas: tuple[str, ...]  # the accepted image of each, by content hash
 
 
-#: the spymaster of served ``swow_af`` instances (a player row nobody can sign in as)
-VARIANT_SPYMASTER = "variant:swow_af"
-
-
-@dataclass(frozen=True)
-class VariantInstance:
-    """An instance of the ``swow_af`` variant (``af_instances``) served as a solve task."""
-
-    instance_id: str
-    cue: str
-    candidates: tuple[str, ...]  # concept names, the variant's candidate order
-    associations: tuple[str, ...]
-    shas: tuple[str, ...]  # the accepted image of each candidate
-
-
 def clean_name(name: object) -> str:
     """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, 1 to ``MAX_NAME`` code points,
     no invisible character, one script). Raises GameError 400 with the reason."""
@@ -103,14 +88,9 @@ def _positions(selection: object, n: int) -> list[int]:
 
 
 class Game:
-    """One game over a store, candidate sets and a rival (thread-safe: one connection per thread).
-
-    Starts one background thread (daemon) that computes the rival's picks when the rival has a
-    model; :meth:`close` stops it.
-
-    Args:
-        join_code: the shared code (``game.identity: shared_code``); unused with invitations.
-    """
+    """One game over a store, candidate sets and a rival (thread-safe: one connection per thread). Starts one
+    daemon thread computing the rival's picks when the rival has a model (:meth:`close` stops it). ``join_code``:
+    the shared code (``game.identity: shared_code``); unused with invitations."""
 
     def __init__(
         self,
@@ -144,49 +124,9 @@ class Game:
         self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
 
     def serve_variant(self, instances: Sequence[VariantInstance]) -> int:
-        """Store ``instances`` (the ``swow_af`` variant, ``game.serve_af_variant``) as creations of
-        :data:`VARIANT_SPYMASTER` so players are served them as solve tasks like any association,
-        and the import reads their solves (``images_source`` ``swow_af``, :func:`gavil.game.store.read_submissions`);
-        selection (``select.min_solvers``, mean solver Jaccard >= ``select.min_solvable``) decides
-        whether one reaches the export. Idempotent (an instance already stored is left as it is);
-        no rival score (fool-the-AI is the spymaster's game, not the variant's). Returns how many
-        were added."""
-        now = self.clock()
-        added = 0
+        """Serve the ``swow_af`` variant as solve tasks (:func:`gavil.game.variant.store_variant`)."""
         with transaction(self.db) as db:
-            db.execute(
-                "INSERT OR IGNORE INTO players VALUES (?, ?, ?, ?, ?)",
-                (VARIANT_SPYMASTER, _sha(secrets.token_urlsafe(32)), "swow_af variant", VARIANT_SPYMASTER, now),
-            )
-            for v in instances:
-                self._by_name |= dict(zip(v.candidates, v.shas))
-                self.images |= set(v.shas)
-                tid = f"{VARIANT_SPYMASTER}:{v.instance_id}"
-                cands = json.dumps(list(v.candidates), ensure_ascii=False)
-                if db.execute("SELECT 1 FROM creations WHERE instance_id = ?", (v.instance_id,)).fetchone():
-                    continue
-                db.execute(
-                    "INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, tid, VARIANT_SPYMASTER, cands, now)
-                )
-                content = json.dumps([normalize_name(v.cue), sorted(normalize_name(c) for c in v.candidates)])
-                db.execute(
-                    "INSERT OR IGNORE INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key,"
-                    " candidates, associations, rival_status, rival_predictions, score_fool_the_ai, created_at,"
-                    " rival_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'no_weights', NULL, NULL, ?, 'done')",
-                    (
-                        v.instance_id,
-                        tid,
-                        VARIANT_SPYMASTER,
-                        v.cue,
-                        normalize_name(v.cue),
-                        content,
-                        cands,
-                        json.dumps([normalize_name(a) for a in v.associations], ensure_ascii=False),
-                        now,
-                    ),
-                )
-                added += 1
-        return added
+            return store_variant(db, instances, self.clock(), self._by_name, self.images)
 
     def close(self) -> None:
         """Stop the rival's thread (pending creations stay pending, for the next start)."""

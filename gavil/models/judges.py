@@ -23,14 +23,20 @@ checks the text model):
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from gavil.domain.winogavil import random_expected_jaccard
-from gavil.models.features import fit_logistic, pair_features, topk_credit
+from gavil.models.embeddings import Cache
+from gavil.models.features import cue_key, embed, fit_logistic, pair_features, topk_credit
+from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+
+if TYPE_CHECKING:
+    from gavil.params import Params
 
 #: (instance indices, concept indices) -> (rows, features) float32
 PairFeatures = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -173,3 +179,40 @@ def at_chance(scores: dict[str, JudgeScore], tolerance: float) -> bool:
         abs(s["jaccard"] - s["chance_jaccard"]) <= tolerance and abs(s["accuracy"] - s["chance_accuracy"]) <= tolerance
         for s in scores.values()
     )
+
+
+def load_judges(
+    params: Params, cues: list[str], universe: list[str], cache: Cache
+) -> tuple[list[Judge], dict[str, str]]:
+    """The ``judges`` of :mod:`gavil.models.judges` over ``universe`` (concept names) and ``cues``
+    (one per instance), and each one's status (``ok`` or ``skipped: <code>: <why>``)."""
+    p = params.adversarial_filter
+    judges: list[Judge] = []
+    status: dict[str, str] = {}
+    for name in p.judges:
+        if name == "length":
+            judges.append(length_judge(universe))
+        elif name == "k_shortest":
+            judges.append(k_shortest_judge(universe))
+        elif name == "surface":
+            judges.append(surface_judge(universe, cues))
+        elif p.judge_text_model is not None:  # the params require it with the text judge
+            judge_model = p.judge_text_model
+            entry = params.models[judge_model]
+            try:
+                model = load_model(ModelSpec.of(judge_model, entry), RuntimeOptions.of(entry))
+            except WeightsUnavailable as e:
+                status[judge_model] = f"skipped: {e.code}: {e.reason}"
+                print(f"adversarial_filter: judge {judge_model} SKIPPED - {e.log_text()}", file=sys.stderr)
+                continue
+            cue_vecs, cvecs = embed(model, cues, universe, cache)
+            judges.append(
+                text_judge(
+                    judge_model,
+                    f"text: {entry.model}",
+                    np.stack([cue_vecs[cue_key(c)] for c in cues]),
+                    np.stack([cvecs[c] for c in universe]),
+                )
+            )
+    status |= {j.name: "ok" for j in judges}
+    return judges, status

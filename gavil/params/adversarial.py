@@ -42,14 +42,14 @@ class AdversarialFilterParams(Section):
     # held-out judges of other families than the members (gavil.models.judges): length / k_shortest /
     # surface (names' characters), text = judge_text_model; AF stops once all are near chance
     judges: list[AfJudge] = ["length", "k_shortest", "surface"]  # + "text" opt-in (the mpnet extra)
-    judge_text_model: str = "text-mpnet"  # models entry of the text judge (must differ from text_model)
+    judge_text_model: str | None = None  # models entry of the text judge (must differ from text_model)
     chance_tolerance: Fraction = 0.05  # judges' held-out Jaccard and accuracy within this of chance
     judge_every: PosInt = 5  # judge every this many iterations (and the final assignment)
     seed: int = 0
 
     @model_validator(mode="after")
     def _judges_other_family(self) -> AdversarialFilterParams:
-        if "text" in self.judges and self.judge_text_model == self.text_model:
+        if "text" in self.judges and self.judge_text_model in (None, self.text_model):
             raise ValueError(
                 f"judge_text_model {self.judge_text_model!r} is the adversary's text_model: a judge must be of another family"
             )

@@ -58,7 +58,7 @@ class Section(BaseModel):
         names: list[str] = []
         for f in [field] if field else self.MODEL_REFS:
             v = getattr(self, f)
-            names += [v] if isinstance(v, str) else list(v)
+            names += [v] if isinstance(v, str) else list(v or [])  # None: the optional reference is off
         return list(dict.fromkeys(names))
 
     @classmethod

@@ -1,22 +1,21 @@
 """The crawler's HTTP client: urllib3, pinned to checked addresses, bounded in time and size.
 
 - **Pinned connections.** Connections are opened only to the addresses the
-  :class:`~stages.crawl_images.urlguard.Resolver` checked for the URL's host (resolved once per
-  run); the Host header, TLS SNI and certificate check still use the host name. Proxies from the
-  environment and ``.netrc`` credentials are not used.
-- **Redirects** are followed here, at most ``crawl.max_redirects``; every hop is parsed and checked
-  by the guard (and by the caller's ``on_hop``, e.g. robots.txt), and every response's headers
-  are shown to ``on_response`` (e.g. ``X-Robots-Tag``) before anything else happens.
-- **Retries** (urllib3 ``Retry``): connection errors, timeouts, 429 and 5xx, with exponential
-  back-off (``crawl.backoff_s``) or the server's ``Retry-After`` (capped at
-  ``crawl.max_retry_after_s``); a ``Retry-After`` that is not a number of seconds or an HTTP date
-  (``soon``, ``-5``) falls back to the back-off.
-- **Time**: ``crawl.timeout_s`` bounds each connect and each read; ``crawl.deadline_s`` bounds a
-  whole fetch (all hops, retries, waits, the TLS handshake, headers and body): :data:`WATCHDOG`
-  shuts the sockets of a fetch that outlives it, so a body sent at one byte a second cannot hold
-  a thread. A robots.txt fetched on the way has a deadline of its own (its verdict is kept).
-- **Size**: bodies are read in chunks and decoded (gzip, deflate) at most ``max_bytes`` at a time,
-  so neither a large body nor a compression bomb is ever held in memory whole.
+  :class:`~stages.crawl_images.urlguard.Resolver` checked for the URL's host (resolved once per run); the Host header,
+  TLS SNI and certificate check still use the host name. Proxies from the environment and ``.netrc`` credentials are
+  not used.
+- **Redirects** are followed here, at most ``crawl.max_redirects``; every hop is parsed and checked by the guard (and
+  by the caller's ``on_hop``, e.g. robots.txt), and every response's headers are shown to ``on_response`` (e.g.
+  ``X-Robots-Tag``) before anything else happens.
+- **Retries** (urllib3 ``Retry``): connection errors, timeouts, 429 and 5xx, with exponential back-off
+  (``crawl.backoff_s``) or the server's ``Retry-After`` (capped at ``crawl.max_retry_after_s``); a ``Retry-After``
+  that is not a number of seconds or an HTTP date (``soon``, ``-5``) falls back to the back-off.
+- **Time**: ``crawl.timeout_s`` bounds each connect and each read; ``crawl.deadline_s`` bounds a whole fetch (all
+  hops, retries, waits, the TLS handshake, headers and body): :data:`WATCHDOG` shuts the sockets of a fetch that
+  outlives it, so a body sent at one byte a second cannot hold a thread. A robots.txt fetched on the way has a
+  deadline of its own (its verdict is kept).
+- **Size**: bodies are read in chunks and decoded (gzip, deflate) at most ``max_bytes`` at a time, so neither a large
+  body nor a compression bomb is ever held in memory whole.
 """
 
 from __future__ import annotations
@@ -275,11 +274,9 @@ class Response:
 class Client:
     """Guarded GETs for one crawl run (thread-safe).
 
-    ``slot(origin)`` is the caller's per-origin politeness gate (a context manager); it is held
-    for each request, body included, and never while ``on_hop`` runs. Units: ``timeout_s`` (each
-    connect and read), ``deadline_s`` (a whole fetch), ``backoff_s`` and ``max_retry_after_s`` are
-    seconds; ``pool_size`` is keep-alive connections kept per origin.
-    """
+    ``slot(origin)`` is the caller's per-origin politeness gate (a context manager); it is held for each request, body
+    included, and never while ``on_hop`` runs. Units: ``timeout_s`` (each connect and read), ``deadline_s`` (a whole
+    fetch), ``backoff_s`` and ``max_retry_after_s`` are seconds; ``pool_size`` is keep-alive connections per origin."""
 
     def __init__(
         self,
