@@ -97,3 +97,45 @@ def describe(paths: Sequence[Path]) -> dict[str, Any]:
         "long_side_px": {"min": min(sides), "median": statistics.median(sides), "max": max(sides)},
         "kb": {"min": round(min(kbs), 1), "median": round(statistics.median(kbs), 1), "max": round(max(kbs), 1)},
     }
+
+
+def _serve_files(files: dict[str, str], preload: bool, port_q: Any) -> None:
+    """Serve ``files`` (URL path -> file) on 127.0.0.1, keep-alive, TCP_NODELAY; other paths (robots.txt
+    included) are 404. ``preload``: hold the bodies in memory (else read per request: page cache)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies = {k: Path(f).read_bytes() for k, f in files.items()} if preload else {}
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
+        disable_nagle_algorithm = True  # TCP_NODELAY, as real servers set it (see benchmarks/crawl.py)
+
+        def do_GET(self) -> None:
+            path = self.path.partition("?")[0]
+            f = files.get(path)
+            body = (bodies.get(path) or Path(f).read_bytes()) if f else b""
+            self.send_response(200 if f else 404)
+            self.send_header("Content-Type", "image/jpeg" if f else "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    server.daemon_threads = True
+    port_q.put(server.server_address[1])
+    server.serve_forever()
+
+
+def start_file_server(files: dict[str, str], preload: bool = False, timeout_s: float = 120) -> tuple[Any, str]:
+    """:func:`_serve_files` in a daemon process (spawned): (the process, its base URL once it listens).
+    Raises ``queue.Empty`` if it does not listen within ``timeout_s`` seconds."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q: Any = ctx.Queue()
+    server = ctx.Process(target=_serve_files, args=(files, preload, q), daemon=True)
+    server.start()
+    return server, f"http://127.0.0.1:{q.get(timeout=timeout_s)}"

@@ -25,8 +25,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -195,6 +199,29 @@ def release_af(ensemble: int) -> dict:
     }
 
 
+def accepted_ocr(words: list[str], shas: list[str], paths: list[str]) -> pd.DataFrame:
+    """An ``ocr`` table (:class:`schemas.ocr.Ocr`) in which every concept of ``words`` has its image
+    (``shas``/``paths``, one each) accepted at rank 1, nothing read: for synthetic AF projects."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "concept": words,
+            "sha256": shas,
+            "path": paths,
+            "source_url": None,
+            "rank": 1,
+            "candidates_read": 1,
+            "status": "accepted",
+            "reason": None,
+            "ocr_text": None,
+            "ocr_confidence": None,
+            "match_token": None,
+            "match_score": None,
+        }
+    ).astype({"rank": "Int64", "candidates_read": "Int64"})
+
+
 def planted_length_project(dest: Path, n_instances: int = 300, seed: int = 0, **af: object) -> Path:
     """A scratch project (:func:`benchmarks._common.copy_project`) whose SWOW baseline carries a
     length artifact: the concepts are the release's 50 shortest (3 letters) and 350 longest names
@@ -238,22 +265,9 @@ def planted_length_project(dest: Path, n_instances: int = 300, seed: int = 0, **
                 "dropped_words": [],
             }
         )
-    ocr = pd.DataFrame(
-        {
-            "concept": words,
-            "sha256": [f"{i:064x}" for i in range(len(words))],
-            "path": [f"data/images/{i}.png" for i in range(len(words))],
-            "source_url": None,
-            "rank": 1,
-            "candidates_read": 1,
-            "status": "accepted",
-            "reason": None,
-            "ocr_text": None,
-            "ocr_confidence": None,
-            "match_token": None,
-            "match_score": None,
-        }
-    ).astype({"rank": "Int64", "candidates_read": "Int64"})
+    ocr = accepted_ocr(
+        words, [f"{i:064x}" for i in range(len(words))], [f"data/images/{i}.png" for i in range(len(words))]
+    )
     edge_df = (
         pd.DataFrame(edges, columns=["cue", "response"])
         .assign(r1_count=pd.NA, r123_count=pd.NA, r1_strength=np.nan, r123_strength=np.nan, rank=1)

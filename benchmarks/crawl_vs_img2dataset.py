@@ -66,40 +66,11 @@ I2D_RUNS = {
 
 
 # ------------------------------------------------------------------------------------------ server
-def _serve(port_q: mp.Queue, folder: str) -> None:
-    """Serve ``folder``'s files (held in memory) at ``/img/<name>`` on 127.0.0.1."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    files = {f"/img/{p.name}": p.read_bytes() for p in Path(folder).iterdir()}
-
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
-        disable_nagle_algorithm = True  # TCP_NODELAY, as real servers set it
-
-        def do_GET(self) -> None:
-            body = files.get(self.path.partition("?")[0])
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "image/jpeg" if body is not None else "text/plain")
-            self.send_header("Content-Length", str(len(body or b"")))
-            self.end_headers()
-            if body:
-                self.wfile.write(body)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    server.daemon_threads = True
-    port_q.put(server.server_address[1])
-    server.serve_forever()
-
-
 def start_server(folder: Path, timeout_s: float = 120) -> tuple[mp.Process, str]:
-    """:func:`_serve` in a daemon process: (the process, its base URL once it listens)."""
-    q: mp.Queue = mp.Queue()
-    server = mp.Process(target=_serve, args=(q, str(folder)), daemon=True)
-    server.start()
-    return server, f"http://127.0.0.1:{q.get(timeout=timeout_s)}"
+    """``folder``'s files, held in memory, at ``/img/<name>`` on 127.0.0.1 (:func:`benchmarks._web.start_file_server`)."""
+    from benchmarks._web import start_file_server
+
+    return start_file_server({f"/img/{p.name}": str(p) for p in folder.iterdir()}, True, timeout_s)
 
 
 # ------------------------------------------------------------------------------------------ inputs

@@ -292,42 +292,16 @@ def make_project(
     return generated
 
 
-def _serve_files(routes_file: str, port_q: Any) -> None:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    files = {r["path"]: r["file"] for r in json.loads(Path(routes_file).read_text()).values()}
-
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
-        disable_nagle_algorithm = True  # TCP_NODELAY (see benchmarks/crawl.py)
-
-        def do_GET(self) -> None:
-            f = files.get(self.path)
-            body = Path(f).read_bytes() if f else b""
-            self.send_response(200 if f else 404)
-            self.send_header("Content-Type", "image/jpeg" if f else "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    server.daemon_threads = True
-    port_q.put(server.server_address[1])
-    server.serve_forever()
-
-
 def serve_images(project: Path, timeout_s: float = 60) -> Any:
     """Start the loopback image server for ``project``'s routes (robots.txt: 404, so allowed) and
     write ``data/synth/urllist.json`` (concept -> URL on its port). Raises ``queue.Empty`` if it
     does not listen within ``timeout_s``."""
-    q: Any = mp.get_context("spawn").Queue()
+    from benchmarks._web import start_file_server
+
     routes = project / "data/synth/routes.json"
-    server = mp.get_context("spawn").Process(target=_serve_files, args=(str(routes), q), daemon=True)
-    server.start()
-    base = f"http://127.0.0.1:{q.get(timeout=timeout_s)}"
+    server, base = start_file_server(
+        {r["path"]: r["file"] for r in json.loads(routes.read_text()).values()}, timeout_s=timeout_s
+    )
     urls = {c: base + r["path"] for c, r in json.loads(routes.read_text()).items()}
     (project / "data/synth/urllist.json").write_text(json.dumps(urls))
     return server

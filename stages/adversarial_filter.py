@@ -28,7 +28,6 @@ each added item's score is kept in the log.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -49,6 +48,7 @@ from gavil.models.judges import (
     judge,
     load_judges,
 )
+from gavil.models.keyed import content_seed
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
@@ -313,12 +313,6 @@ def _pad(arrays: list[np.ndarray], fill: Any = -1) -> np.ndarray:
     for r, a in enumerate(arrays):
         out[r, : len(a)] = a
     return out
-
-
-def content_seed(text: str) -> int:
-    """A 64-bit seed from ``text`` (first 8 bytes of its UTF-8 sha256, little-endian): draws keyed by
-    an instance's id, so no instance's draws depend on its row position or on the other instances."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
 
 
 def pools_for(

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.adversarial import accepted_ocr
 from gavil.io import validate
 from gavil.params.adversarial import AdversarialFilterParams
 from gavil.params.models import MINILM_L6_SHA256
@@ -121,22 +122,7 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
     words += ["sky", "car", "lamp", "rock", "pen", "rope", "fork", "chair", "coin", "drum", "kite", "nail", "shoe"]
     sha = {w: f"{i:064x}" for i, w in enumerate(words)}
     catalog.write_table(
-        pd.DataFrame(
-            {
-                "concept": words,
-                "sha256": [sha[w] for w in words],
-                "path": [f"data/images/{w}.png" for w in words],
-                "source_url": None,
-                "rank": 1,
-                "candidates_read": 1,
-                "status": "accepted",
-                "reason": None,
-                "ocr_text": None,
-                "ocr_confidence": None,
-                "match_token": None,
-                "match_score": None,
-            }
-        ).astype({"rank": "Int64", "candidates_read": "Int64"}),
+        accepted_ocr(words, [sha[w] for w in words], [f"data/images/{w}.png" for w in words]),
         "ocr",
     )
     edges = [("dog", "bone"), ("dog", "leash"), ("dog", "ball"), ("cat", "tail"), ("moon", "sky"), ("tea", "cup")]

@@ -1,6 +1,7 @@
 """Random draws keyed by an item's id instead of its row position: a value per (id, seed,
 purpose) that does not depend on the row order nor on which other items are present. Used by
-``aflite`` (classifier splits, the KL's random reduction, the ``plant`` audit)."""
+``aflite`` (classifier splits, the KL's random reduction, the ``plant`` audit) and, by
+:func:`content_seed`, ``adversarial_filter`` (each instance's pool draws)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def draw_keys(h: np.ndarray, seed: int, *purpose: object) -> np.ndarray:
     collide)."""
     key = _blake64(json.dumps([seed, *purpose]))
     return _splitmix64(h ^ _U64(key))
+
+
+def content_seed(text: str) -> int:
+    """A 64-bit seed from ``text`` (first 8 bytes of its UTF-8 sha256, little-endian): draws keyed by
+    an instance's id, so no instance's draws depend on its row position or on the other instances."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
