@@ -29,7 +29,11 @@ img2dataset is not a project dependency: install it in its own venv
 ``--img2dataset /work/venv-i2d/bin/img2dataset``.
 
 Usage (project root, venv):  python benchmarks/crawl_vs_img2dataset.py [--images 2000] [--rounds 3]
-    [--img2dataset PATH] [--with-default] [--profile]
+    [--img2dataset PATH] [--with-default] [--profile] [--gavil-venv VENV]
+
+``--gavil-venv``: the venv of the README's first command (``pip install -c constraints.txt -e .``, no
+test extras), so the stage starts as a user's does: with the test extras installed, pandera imports
+dask (0.4 s) the first time it builds a schema.
 Prints a table and writes benchmarks/results/crawl_vs_img2dataset.json.
 """
 
@@ -160,11 +164,15 @@ def _stage_env(project: Path) -> dict[str, str]:
     return tool_env(PYTHONPATH=str(project))  # the project's own copy of the code
 
 
+#: The venv whose ``gavil`` runs the stage (``--gavil-venv``): by default this interpreter's.
+GAVIL_BIN = Path(sys.executable).parent
+
+
 def run_stage(project: Path) -> tuple[float, float, int]:
     """``gavil stage crawl_images`` in ``project`` from a new interpreter, outputs removed first;
     (wall s, CPU s, concepts with an ok image). The concepts' fates go to :data:`STAGE_FATES`."""
     _clean_stage_outputs(project)
-    gavil = str(Path(sys.executable).parent / "gavil")
+    gavil = str(GAVIL_BIN / "gavil")
     wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, _stage_env(project))
     details = json.loads((project / "data/metrics/details/crawl_images.json").read_text())
     STAGE_FATES.update(details["by_status"])
@@ -179,7 +187,7 @@ def start_cpu(project: Path) -> tuple[float, float]:
         "from gavil.pipeline.runner import run_stage\nimport stages.crawl_images\n"
         "load_params('params.yaml')\n"
     )
-    wall, cpu, _ = _timed([sys.executable, "-c", code], project, _stage_env(project))
+    wall, cpu, _ = _timed([str(GAVIL_BIN / "python"), "-c", code], project, _stage_env(project))
     return wall, cpu
 
 
@@ -244,38 +252,68 @@ def profiled_stage(project: Path, dest: Path) -> dict[str, Any]:
         cpu_roles["process_total"] = round(time.process_time() - c0, 3)
         cpu_roles["wall"] = round(time.perf_counter() - t0, 3)
 
-        # 2. cProfile of every thread, wall clock
-        _clean_stage_outputs(project)
-        profiles: list[cProfile.Profile] = []
-
-        def start(frame: Any, event: str, arg: Any) -> None:  # a new thread's first event: switch to cProfile
-            prof = cProfile.Profile()
-            with lock:
-                profiles.append(prof)
-            prof.enable()
-
-        threading.setprofile(start)
-        main = cProfile.Profile()
-        main.enable()
-        try:
-            run("crawl_images")
-        finally:
-            main.disable()
-            threading.setprofile(None)
+        # 2. cProfile of every thread, wall clock; 3. the same with each thread's CPU clock
+        wall_stats = _profiled_run(project, run, lock, time.perf_counter)
+        cpu_stats = _profiled_run(project, run, lock, time.thread_time)
     finally:
         os.chdir(cwd)
+    buf = io.StringIO()
+    wall_stats.stream = buf  # type: ignore[attr-defined]
+    wall_stats.sort_stats("cumulative").print_stats(30)
+    wall_stats.sort_stats("tottime").print_stats(30)
+    cpu_buf = io.StringIO()
+    cpu_stats.stream = cpu_buf  # type: ignore[attr-defined]
+    cpu_stats.sort_stats("tottime").print_stats(40)
+    costs, cpu_costs = _named(wall_stats), _named(cpu_stats)
+    dest.write_text(
+        "One crawl_images stage run (in-process, imports done).\n\n"
+        "CPU seconds by thread role (time.thread_time of each thread, no profiler):\n"
+        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in cpu_roles.items())
+        + "\ncProfile, all threads merged, wall time summed over threads (8 workers waiting at once count 8 times)."
+        + "\nNamed costs (s, cumulative):\n"
+        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in costs.items())
+        + "\nThe same named costs in CPU seconds (cProfile on each thread's own CPU clock, time.thread_time):\n"
+        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in cpu_costs.items())
+        + "\n"
+        + buf.getvalue()
+        + "\nCPU clock, own time (tottime) per function, all threads:\n"
+        + cpu_buf.getvalue()
+    )
+    return {"cpu_s_by_thread_role": cpu_roles, "cprofile_wall_s": costs, "cprofile_cpu_s": cpu_costs}
+
+
+def _profiled_run(project: Path, run: Any, lock: threading.Lock, timer: Any) -> pstats.Stats:
+    """One stage run with every thread under its own cProfile on ``timer``; their merged stats."""
+    _clean_stage_outputs(project)
+    profiles: list[cProfile.Profile] = []
+
+    def start(frame: Any, event: str, arg: Any) -> None:  # a new thread's first event: switch to cProfile
+        prof = cProfile.Profile(timer)
+        with lock:
+            profiles.append(prof)
+        prof.enable()
+
+    threading.setprofile(start)
+    main = cProfile.Profile(timer)
+    main.enable()
+    try:
+        run("crawl_images")
+    finally:
+        main.disable()
+        threading.setprofile(None)
     stats = pstats.Stats(main)
     for prof in profiles:
         try:
             stats.add(prof)
         except TypeError:  # a thread that never recorded anything
             pass
-    buf = io.StringIO()
-    stats.stream = buf  # type: ignore[attr-defined]
-    stats.sort_stats("cumulative").print_stats(30)
-    stats.sort_stats("tottime").print_stats(30)
+    return stats
+
+
+def _named(stats: pstats.Stats) -> dict[str, float]:
+    """The cumulative seconds of each :data:`_NAMED` cost in ``stats``."""
     raw = stats.stats  # type: ignore[attr-defined]
-    costs = {
+    return {
         label: round(
             sum(
                 ct for (file, _l, func), (_cc, _nc, _tt, ct, _c) in raw.items() if func == fn and file.endswith(suffix)
@@ -284,17 +322,6 @@ def profiled_stage(project: Path, dest: Path) -> dict[str, Any]:
         )
         for label, (suffix, fn) in _NAMED.items()
     }
-    dest.write_text(
-        "One crawl_images stage run (in-process, imports done).\n\n"
-        "CPU seconds by thread role (time.thread_time of each thread, no profiler):\n"
-        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in cpu_roles.items())
-        + "\ncProfile, all threads merged, wall time summed over threads (8 workers waiting at once count 8 times)."
-        + "\nNamed costs (s, cumulative):\n"
-        + "".join(f"  {k:40s} {v:8.3f}\n" for k, v in costs.items())
-        + "\n"
-        + buf.getvalue()
-    )
-    return {"cpu_s_by_thread_role": cpu_roles, "cprofile_wall_s": costs}
 
 
 def validation_cpu_ms(folder: Path, limit: int = 300) -> dict[str, float]:
@@ -335,7 +362,15 @@ def main() -> None:
     ap.add_argument("--img2dataset", default="img2dataset", help="the img2dataset executable (own venv)")
     ap.add_argument("--with-default", action="store_true", help="also img2dataset's default (re-encode)")
     ap.add_argument("--profile", action="store_true", help="also profile one in-process stage run")
+    ap.add_argument(
+        "--gavil-venv",
+        help="the venv whose gavil runs the stage: the README's first command's install (no test extras), as users"
+        " have it; default: this interpreter's (a dev venv with the test extras imports dask through pandera)",
+    )
     args = ap.parse_args()
+    global GAVIL_BIN
+    if args.gavil_venv:
+        GAVIL_BIN = Path(args.gavil_venv).resolve() / "bin"
 
     folder = image_set(Path(args.cache), args.images, args.seed)
     from benchmarks._web import describe
@@ -386,6 +421,7 @@ def main() -> None:
         "machine": machine(),
         "image_set": describe(files) | {"seed": args.seed, "maker": "benchmarks/_web.py write_web_photos"},
         "threads": args.threads,
+        "gavil": str(GAVIL_BIN / "gavil"),
         "img2dataset": exe or "not installed",
         "img2dataset_flags": {k: I2D_RUNS[k] for k in kinds},
         "runs": runs,

@@ -451,6 +451,51 @@ def test_urllist_faults_on_loopback(in_tmp, http_server):
     assert again["status"].to_dict() == st
 
 
+@pytest.mark.parametrize("keep", [100, None])
+def test_bodies_spilled_to_disk_or_written_once_after_validation_store_the_same(in_tmp, http_server, monkeypatch, keep):
+    """A body up to ``fetch.KEEP_IN_MEMORY`` bytes is validated from memory and written once, only
+    if kept and new; a larger one streams to its staging file. Both roads give the same tables, the
+    same store (bytes, names, mode 0644), and nothing left behind for rejected or duplicate bodies."""
+    from stages.crawl_images import fetch
+
+    base, routes = http_server
+    log = Log()
+    photo = _photo_jpeg("RGB", True)
+    small = jpeg_bytes((160, 120))
+    serve(
+        routes,
+        log,
+        {
+            "/photo.jpg": lambda r: send(r, photo),
+            "/small.jpg": lambda r: send(r, small),
+            "/small-again.jpg": lambda r: send(r, small),
+            "/cut.jpg": lambda r: send(r, photo[: len(photo) // 2]),
+            "/page.jpg": lambda r: send(r, b"<html>" + b"x" * 500 + b"</html>", "image/jpeg"),
+        },
+    )
+    names = {
+        "photo": "/photo.jpg",
+        "small": "/small.jpg",
+        "again": "/small-again.jpg",
+        "cut": "/cut.jpg",
+        "page": "/page.jpg",
+    }
+    (in_tmp / "map.json").write_text(json.dumps({k: base + v for k, v in names.items()}))
+    if keep is not None:
+        monkeypatch.setattr(fetch, "KEEP_IN_MEMORY", keep)  # every body here is larger: all spill
+    _, df = checked(crawl(cf(*names), params(source="urllist", urllist_path="map.json")))
+    st = df["status"].to_dict()
+    assert st == {"again": "ok", "cut": "invalid_image", "page": "invalid_image", "photo": "ok", "small": "duplicate"}
+    stored = sorted(
+        p for p in (in_tmp / STORE).rglob("*") if p.is_file() and ".staging" not in str(p) and p.name != ".lock"
+    )
+    assert sorted(Path(x).resolve() for x in df.loc[["photo", "again"], "path"]) == [p.resolve() for p in stored]
+    assert {p.read_bytes() for p in stored} == {photo, small}
+    assert all(p.stat().st_mode & 0o777 == 0o644 for p in stored)
+    assert int(df.loc["photo", "bytes"]) == len(photo) and int(df.loc["again", "bytes"]) == len(small)
+    assert not [p for p in (in_tmp / STORE).rglob("*.part")]  # no body left in a staging folder
+
+
 def _png_1px() -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (1, 1)).save(buf, "PNG")

@@ -259,8 +259,8 @@ class Hop:
 @dataclass
 class Response:
     """The final response of a fetch: its URL, status, every hop's response, and the body (in
-    ``body``, or written to the caller's ``sink`` file with its ``sha256``); ``truncated`` when a
-    ``truncate`` fetch stopped at ``max_bytes``."""
+    ``body``, or, when ``spilled``, written to the caller's ``sink`` file) with its ``sha256``;
+    ``truncated`` when a ``truncate`` fetch stopped at ``max_bytes``."""
 
     url: str
     status: int
@@ -269,6 +269,7 @@ class Response:
     size: int = 0
     sha256: str | None = None
     truncated: bool = False
+    spilled: bool = False  # the body went to the fetch's ``sink`` file (it outgrew ``keep``)
 
 
 class Client:
@@ -332,10 +333,13 @@ class Client:
         Args:
             max_bytes: body limit in bytes (decoded); above it the fetch fails with
                 ``too_large`` as the reason, or stops there when ``truncate``.
-            sink: write the body to this file (else it is returned in ``Response.body``).
-            keep: with ``sink``, also return a body of at most this many bytes in
-                ``Response.body`` (validated from memory, not read back from the file); a larger
-                one leaves ``body`` empty.
+            sink: where a body larger than ``keep`` bytes is written (streamed, never held
+                whole in memory; ``Response.spilled``); without ``sink`` every body is returned in
+                ``Response.body``.
+            keep: with ``sink``, a body of at most this many bytes is returned in
+                ``Response.body`` and not written (the caller writes it if it keeps it: one write
+                after validation instead of a stream of them, and nothing on disk for a file it
+                rejects); a larger one leaves ``body`` empty.
             on_hop: called with every parsed, guard-checked URL before it is requested; may raise
                 :class:`FetchFailed` (robots.txt).
             on_response: called with every response's status and headers before a redirect is
@@ -424,7 +428,7 @@ class Client:
             raise FetchFailed("invalid_image", too_large)
         h = hashlib.sha256()
         chunks: list[bytes] = []
-        f = open(sink, "wb") if sink is not None else None  # closed below
+        f = None  # the sink, opened only once the body outgrows ``keep``; closed below
         try:
             while True:
                 if w.over():
@@ -438,12 +442,15 @@ class Client:
                     data, out.truncated = data[: max_bytes - out.size], True
                 out.size += len(data)
                 h.update(data)
+                if f is None and sink is not None and out.size > keep:
+                    f = open(sink, "wb")  # closed in the finally below
+                    out.spilled = True
+                    f.write(b"".join(chunks))
+                    chunks = []  # above ``keep``: the file alone holds it
                 if f is not None:
                     f.write(data)
-                if f is None or out.size <= keep:
+                else:
                     chunks.append(data)
-                elif chunks:
-                    chunks = []  # above ``keep``: the file alone holds it
                 if out.truncated:
                     break
             if w.over():

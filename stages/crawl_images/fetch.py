@@ -132,11 +132,13 @@ class Fetcher(Keeper):
                 return self.record(
                     url, "download_failed", f"HTTP {r.status}{retried}", transient=r.status in RETRY_STATUS
                 )
-            return self.keep_file(url, tmp, sha=r.sha256, staged=True, data=r.body if len(r.body) == r.size else None)
+            if r.spilled:
+                return self.keep_file(url, tmp, sha=r.sha256, staged=True)
+            return self.keep_file(url, tmp, sha=r.sha256, data=r.body, unwritten=True)
         except FetchFailed as e:
             return self.record(url, e.status, e.reason, transient=e.transient)
         finally:
-            tmp.unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)  # a rejected or duplicate file (a kept one was renamed into the store)
 
     def fetch_page(self, page: str, robots: bool) -> tuple[str, bytes]:
         """The final URL and body (at most ``crawl.max_page_bytes``) of a search-result page;
