@@ -1,9 +1,8 @@
 """The crawler's HTTP client: urllib3, pinned to checked addresses, bounded in time and size.
 
-- **Pinned connections.** Connections are opened only to the addresses the
-  :class:`~stages.crawl_images.urlguard.Resolver` checked for the URL's host (resolved once per run); the Host header,
-  TLS SNI and certificate check still use the host name. Proxies from the environment and ``.netrc`` credentials are
-  not used.
+- **Pinned connections.** Connections are opened only to the addresses the :class:`~stages.crawl_images.urlguard.Resolver`
+  checked for the URL's host (resolved once per run); the Host header, TLS SNI and certificate check still use the host
+  name. Proxies from the environment and ``.netrc`` credentials are not used.
 - **Redirects** are followed here, at most ``crawl.max_redirects``; every hop is parsed and checked by the guard (and
   by the caller's ``on_hop``, e.g. robots.txt), and every response's headers are shown to ``on_response`` (e.g.
   ``X-Robots-Tag``) before anything else happens.
@@ -258,9 +257,8 @@ class Hop:
 
 @dataclass
 class Response:
-    """The final response of a fetch: its URL, status, every hop's response, and the body (in
-    ``body``, or, when ``spilled``, written to the caller's ``sink`` file) with its ``sha256``;
-    ``truncated`` when a ``truncate`` fetch stopped at ``max_bytes``."""
+    """The final response of a fetch: its URL, status, every hop's response, the body (in ``body``, or when
+    ``spilled`` in the caller's ``sink``) and its ``sha256``; ``truncated``: a ``truncate`` fetch stopped at ``max_bytes``."""
 
     url: str
     status: int
@@ -333,13 +331,10 @@ class Client:
         Args:
             max_bytes: body limit in bytes (decoded); above it the fetch fails with
                 ``too_large`` as the reason, or stops there when ``truncate``.
-            sink: where a body larger than ``keep`` bytes is written (streamed, never held
-                whole in memory; ``Response.spilled``); without ``sink`` every body is returned in
-                ``Response.body``.
-            keep: with ``sink``, a body of at most this many bytes is returned in
-                ``Response.body`` and not written (the caller writes it if it keeps it: one write
-                after validation instead of a stream of them, and nothing on disk for a file it
-                rejects); a larger one leaves ``body`` empty.
+            sink: where a body over ``keep`` bytes streams to (``Response.spilled``); without
+                ``sink`` every body is returned in ``Response.body``.
+            keep: with ``sink``, a body of at most this many bytes is only returned in ``body``,
+                not written (the caller writes it once, if it keeps it).
             on_hop: called with every parsed, guard-checked URL before it is requested; may raise
                 :class:`FetchFailed` (robots.txt).
             on_response: called with every response's status and headers before a redirect is
@@ -442,11 +437,10 @@ class Client:
                     data, out.truncated = data[: max_bytes - out.size], True
                 out.size += len(data)
                 h.update(data)
-                if f is None and sink is not None and out.size > keep:
-                    f = open(sink, "wb")  # closed in the finally below
-                    out.spilled = True
+                if f is None and sink is not None and out.size > keep:  # the file alone holds it from here
+                    f, out.spilled = open(sink, "wb"), True  # closed in the finally below
                     f.write(b"".join(chunks))
-                    chunks = []  # above ``keep``: the file alone holds it
+                    chunks = []
                 if f is not None:
                     f.write(data)
                 else:

@@ -91,9 +91,10 @@ def _walk(data: bytes) -> bytes | None:
             if k != len(seg):
                 return None
         elif marker == 0xDB:  # DQT: zero the first AC quantiser of each table (module docstring)
-            seg = _zero_first_ac(seg)
-            if seg is None:
+            zeroed = _zero_first_ac(seg)
+            if zeroed is None:
                 return None
+            seg = zeroed
         elif marker == 0xDA:  # SOS
             ss = _scan_start(seg, components, tables)
             if ss is None:
