@@ -354,7 +354,7 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
 
 def test_omp_num_threads_caps_the_model_threads(monkeypatch):
     """A Dask worker's OMP_NUM_THREADS (its share of the cores) caps a models entry's threads; unset or junk: params rule."""
-    p = ModelEntry(kind="open_clip", model="RN50", pretrained="openai", allow_download=False, batch_size=8, threads=2)
+    p = ModelEntry(kind="open_clip", model="RN50", pretrained=None, allow_download=False, batch_size=8, threads=2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert RuntimeOptions.of(p).threads == 2
     for env, expected in (("1", 1), ("8", 2), ("junk", 2), ("0", 2)):
