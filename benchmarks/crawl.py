@@ -2,7 +2,7 @@
 after issue 15).
 
 A separate server process serves 1,000 concepts' search pages (Bing's result markup) and one
-distinct generated JPEG per concept (its robots.txt is a 404). The stage's real code path
+distinct web-shaped JPEG per concept (``benchmarks/_web.py``) (its robots.txt is a 404). The stage's real code path
 (icrawler feeder -> parser threads reading Bing's result metadata -> downloader threads; the
 guarded urllib3 client: URL guard, one DNS resolution per host, pinned connections, deadline
 watchdog, retries, politeness gate; robots.txt; Pillow validation, sha256 + phash; journal;
@@ -17,7 +17,6 @@ Prints a table and writes benchmarks/results/crawl.json.
 from __future__ import annotations
 
 import argparse
-import io
 import multiprocessing as mp
 import os
 import shutil
@@ -33,21 +32,21 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._common import machine, write_result  # noqa: E402
 
 
-def _image(i: int) -> bytes:
-    import numpy as np
-    from PIL import Image
+def _image(i: int, photos: list[Path]) -> bytes:
+    """Concept ``i``'s image: a web-shaped JPEG (``benchmarks/_web.py``: a photo view, long side
+    500-1,600 px, 30-400 KB, some progressive), distinct per concept, as search results serve them."""
+    from benchmarks._web import web_photo
 
-    rng = np.random.default_rng(i)
-    arr = (rng.random((24, 32, 3)) * 255).astype("uint8")  # distinct pictures: distinct perceptual hashes
-    buf = io.BytesIO()
-    Image.fromarray(arr).resize((256, 192), Image.Resampling.BILINEAR).save(buf, "JPEG", quality=85)
-    return buf.getvalue()
+    return web_photo(i, photos)
 
 
 def _serve(port_q: mp.Queue, n: int) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    images = {f"/img/{i}.jpg": _image(i) for i in range(n)}
+    from benchmarks._common import sample_photos
+
+    photos = sample_photos()
+    images = {f"/img/{i}.jpg": _image(i, photos) for i in range(n)}
 
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, like real image hosts
@@ -112,7 +111,7 @@ def main() -> None:
     from stages.crawl_images import crawl
 
     load_before = os.getloadavg()[0]  # other jobs on the machine: the figures are only as quiet as this
-    server, base = start_server(n, timeout_s=60)
+    server, base = start_server(n, timeout_s=600)  # making n web photos takes a while
     work = Path(tempfile.mkdtemp(prefix="gavil-crawl-bench-"))
     os.chdir(work)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
