@@ -21,5 +21,6 @@ class OcrParams(Section):
     # (README "Precision and device")
     precision: Precision = "auto"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
-    batch_size: PosInt = runtime_field(8)
+    # 1: on the CPU, 8 same-shaped images at once took 1.11-1.18x as long per image (benchmarks/ocr_batch.py)
+    batch_size: PosInt = runtime_field(1)
     partition_size: PosInt = runtime_field(500)
