@@ -18,6 +18,12 @@ it waited for). In each round, in an order that rotates from round to round:
   validation (format, size, truncation), sha256 + perceptual hash, the store, the journal, and the
   ``candidates`` / ``images`` tables.
 
+``--memo-validation`` adds ``stage_validation_memo``: the same command with ``inspect_image``'s
+results computed beforehand and served from memory (a ``sitecustomize`` on ``PYTHONPATH`` swaps the
+function the store calls for a lookup by the body's length and ends). It is an experiment, not a mode of
+the stage: the difference between it and ``stage`` is what validation (decode, size check,
+perceptual hash) costs inside the crawl, the work no-decode img2dataset does not do.
+
 ``--profile`` adds two in-process stage runs: one summing each thread's CPU time per role (main,
 downloader threads, ...: where the cores go), one with every thread under cProfile (wall time:
 where threads wait), written to ``benchmarks/results/crawl_vs_img2dataset_profile.txt``. Every run
@@ -168,15 +174,49 @@ def _stage_env(project: Path) -> dict[str, str]:
 GAVIL_BIN = Path(sys.executable).parent
 
 
-def run_stage(project: Path) -> tuple[float, float, int]:
+def run_stage(project: Path, memo: Path | None = None) -> tuple[float, float, int]:
     """``gavil stage crawl_images`` in ``project`` from a new interpreter, outputs removed first;
-    (wall s, CPU s, concepts with an ok image). The concepts' fates go to :data:`STAGE_FATES`."""
+    (wall s, CPU s, concepts with an ok image). The concepts' fates go to :data:`STAGE_FATES`.
+    ``memo``: a folder from :func:`validation_memo` (validation results served from memory)."""
     _clean_stage_outputs(project)
     gavil = str(GAVIL_BIN / "gavil")
-    wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, _stage_env(project))
+    env = _stage_env(project)
+    if memo is not None:
+        env |= {"PYTHONPATH": f"{memo}{os.pathsep}{project}", "GAVIL_VALIDATION_MEMO": str(memo / "memo.pkl")}
+    wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, env)
     details = json.loads((project / "data/metrics/details/crawl_images.json").read_text())
     STAGE_FATES.update(details["by_status"])
     return wall, cpu, int(details["by_status"].get("ok", 0))
+
+
+_MEMO_SITE = """
+import os, pickle
+import stages.crawl_images.store as store
+_memo = pickle.load(open(os.environ["GAVIL_VALIDATION_MEMO"], "rb"))
+store.inspect_image = lambda path, *a, data=None, **k: _memo[(len(data), data[:256], data[-256:])]
+"""
+
+
+def validation_memo(folder: Path, dest: Path) -> Path:
+    """``dest`` holding ``memo.pkl`` (``inspect_image`` of every file in ``folder``, with the
+    stage's default checks and phash, keyed by the bytes' length and ends) and the
+    ``sitecustomize.py`` that serves it (see the module docstring); returns ``dest``."""
+    import pickle
+
+    import yaml
+
+    from stages.crawl_images.validate import inspect_image
+
+    c = yaml.safe_load((ROOT / "params.yaml").read_text())["crawl"]
+    memo = {}
+    for f in sorted(folder.iterdir()):
+        data = f.read_bytes()
+        info = inspect_image(f, c["min_side"], c["max_pixels"], c["accept_formats"], with_phash=True, data=data)
+        memo[(len(data), data[:256], data[-256:])] = info
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "memo.pkl").write_bytes(pickle.dumps(memo))
+    (dest / "sitecustomize.py").write_text(_MEMO_SITE)
+    return dest
 
 
 def start_cpu(project: Path) -> tuple[float, float]:
@@ -362,6 +402,7 @@ def main() -> None:
     ap.add_argument("--img2dataset", default="img2dataset", help="the img2dataset executable (own venv)")
     ap.add_argument("--with-default", action="store_true", help="also img2dataset's default (re-encode)")
     ap.add_argument("--profile", action="store_true", help="also profile one in-process stage run")
+    ap.add_argument("--memo-validation", action="store_true", help="also the stage with validation served from memory")
     ap.add_argument(
         "--gavil-venv",
         help="the venv whose gavil runs the stage: the README's first command's install (no test extras), as users"
@@ -388,11 +429,12 @@ def main() -> None:
         project = make_project(tmp / "project", tmp / "urllist.json", args.threads)
         run_stage(project)  # warm-up: page cache, .pyc files of the copied code
         runs: list[dict[str, Any]] = []
-        order = ["stage", *kinds]
+        memo = validation_memo(folder, tmp / "memo") if args.memo_validation else None
+        order = ["stage", *(["stage_validation_memo"] if memo else []), *kinds]
         for r in range(args.rounds):
             for tool in order[r % len(order) :] + order[: r % len(order)]:
-                if tool == "stage":
-                    wall, cpu, got = run_stage(project)
+                if tool.startswith("stage"):
+                    wall, cpu, got = run_stage(project, memo if tool == "stage_validation_memo" else None)
                 else:
                     wall, cpu, got = run_img2dataset(exe or "", tool, tmp / "urls.txt", tmp / f"{tool}-{r}")
                 runs.append({"round": r, "tool": tool, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "images": got})
@@ -413,7 +455,7 @@ def main() -> None:
         xs = [x[key] for x in runs if x["tool"] == tool]
         return round(sum(xs) / len(xs), 2) if xs else None
 
-    tools = ["stage", *kinds]
+    tools = ["stage", *(["stage_validation_memo"] if args.memo_validation else []), *kinds]
     stage_wall = mean("stage")
     ratios = {k: round(stage_wall / mean(k), 3) for k in kinds if stage_wall and mean(k)}  # type: ignore[operator]
     n = args.images
@@ -430,6 +472,9 @@ def main() -> None:
         "cpu_s_mean": {t: mean(t, "cpu_s") for t in tools},
         "cpu_ms_per_image": {t: round(mean(t, "cpu_s") / n * 1e3, 2) for t in tools},  # type: ignore[operator]
         "stage_over": ratios,  # stage wall / img2dataset wall, means over rounds, same run
+        "stage_validation_memo_over": {k: round(mean("stage_validation_memo") / mean(k), 3) for k in kinds}  # type: ignore[operator]
+        if args.memo_validation
+        else None,
         "targets": {"i2d_skip_reencode": "<= 0.8", "i2d_no_decode": "<= 1.0"},
         "stage_start_s": {"wall": round(start_wall, 2), "cpu": round(start_cpu_s, 2)},  # gavil stage imports
         "img2dataset_help_s": {"wall": round(i2d_help[0], 2), "cpu": round(i2d_help[1], 2)} if i2d_help else None,
