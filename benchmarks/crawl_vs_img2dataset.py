@@ -183,17 +183,31 @@ def run_stage(project: Path, memo: Path | None = None) -> tuple[float, float, in
     env = _stage_env(project)
     if memo is not None:
         env |= {"PYTHONPATH": f"{memo}{os.pathsep}{project}", "GAVIL_VALIDATION_MEMO": str(memo / "memo.pkl")}
+    hits = memo / "memo.pkl.hits" if memo is not None else None
+    if hits is not None:
+        hits.unlink(missing_ok=True)
     wall, cpu, _ = _timed([gavil, "stage", "crawl_images"], project, env)
     details = json.loads((project / "data/metrics/details/crawl_images.json").read_text())
     STAGE_FATES.update(details["by_status"])
+    if hits is not None:  # the memo must have answered every validation, or the row times the plain stage
+        served = int(hits.read_text()) if hits.exists() else 0
+        if served == 0 or served < details["by_status"].get("ok", 0):
+            raise RuntimeError(f"the validation memo answered {served} validations: not in use (sitecustomize?)")
     return wall, cpu, int(details["by_status"].get("ok", 0))
 
 
 _MEMO_SITE = """
-import os, pickle
+import atexit, itertools, os, pickle
 import stages.crawl_images.store as store
-_memo = pickle.load(open(os.environ["GAVIL_VALIDATION_MEMO"], "rb"))
-store.inspect_image = lambda path, *a, data=None, **k: _memo[(len(data), data[:256], data[-256:])]
+_file = os.environ["GAVIL_VALIDATION_MEMO"]
+_memo = pickle.load(open(_file, "rb"))
+_hits = itertools.count()
+def _inspect(path, *a, data=None, **k):
+    info = _memo[(len(data), data[:256], data[-256:])]
+    next(_hits)
+    return info
+store.inspect_image = _inspect
+atexit.register(lambda: open(_file + ".hits", "w").write(str(next(_hits))))
 """
 
 

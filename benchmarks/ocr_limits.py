@@ -1,4 +1,4 @@
-"""Why the OCR stage cannot be 10x faster than ``readtext`` *and* miss nothing on this CPU (issue 27).
+"""Why the OCR stage is not 10x faster than ``readtext`` while missing nothing, on this CPU (issue 27).
 
 Two measurements, both on the stage's own bf16 CRAFT detector (``stages/ocr_filter._fast``):
 

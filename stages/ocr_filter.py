@@ -25,8 +25,8 @@ Speed without changing the decision: images are downscaled to ``ocr.canvas_size`
 pixels) before OCR (default 2,560, ``readtext``'s own: web images at full size, so no word
 ``readtext`` reads is missed; a smaller canvas is faster and misses small words, issue 27); one EasyOCR Reader per process; CRAFT detection runs first and, as in
 ``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
-same downscaled shape are detected in batches of ``ocr.batch_size`` (default 1: on a CPU a batch of
-8 took 1.11-1.18x as long per image, ``benchmarks/ocr_batch.py``); ``ocr.precision`` bf16 runs
+same downscaled shape are detected in batches of ``ocr.batch_size`` (default 1: on this 2-core CPU in
+bf16 a batch of 8 took 1.11-1.18x as long per image, ``benchmarks/ocr_batch.py``; a GPU is untested); ``ocr.precision`` bf16 runs
 CRAFT under bf16 autocast, channels-last (:func:`_fast`). Raw detections are cached by
 (image sha256, canvas size, engine: EasyOCR version and resolved precision/device), so a rule change or a crawl of new concepts only reads new
 images. Work is split into partitions of ``ocr.partition_size`` concepts (mapped by the Prefect
@@ -284,7 +284,7 @@ def decide(
     canvas_size: int,
     cache: dict[tuple[str, int], list[Detection]],
     read: BatchReader | None = None,
-    batch_size: int = 8,
+    batch_size: int = 1,
 ) -> pd.DataFrame:
     """Images + candidates tables -> one :class:`schemas.ocr.Ocr` row per concept (fall-through).
 

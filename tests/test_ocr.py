@@ -116,6 +116,20 @@ def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reade
         assert match_text(concept, dets, RULE) == match_text(concept, ref, RULE)
 
 
+def test_one_image_at_a_time_reads_what_a_stacked_batch_reads(tmp_path, ocr_reader):
+    """``ocr.batch_size`` is a runtime knob: the default (1, one ``detect`` call per image) and a
+    stacked batch of same-shaped images (the session reader: 8) give the same detections."""
+    from stages.ocr_filter import load_for_ocr, make_reader
+
+    arrays = [
+        load_for_ocr(render(w, tmp_path / f"b{i}.png"), 640) for i, w in enumerate(["LIBRARY", "Coffee", "zebra"])
+    ]
+    assert len({a.shape for a in arrays}) == 1  # one shape: the session reader stacks all three
+    single = make_reader(batch_size=1)(arrays, 640)
+    assert single == ocr_reader(arrays, 640)
+    assert [t for dets in single for t, _ in dets] == ["LIBRARY", "Coffee", "zebra"]
+
+
 def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
     images, cands = tables({"library": ["l1.png", "l2.png", "l3.png"], "moon": ["m1.png", "m2.png"]})
     texts = {
@@ -137,7 +151,7 @@ def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
     real_load = of.load_for_ocr
     of.load_for_ocr = lambda path, canvas: np.frombuffer(path.encode(), dtype=np.uint8)
     try:
-        out = validate(decide(images, cands, RULE, 640, {}, fake_read), Ocr).set_index("concept")
+        out = validate(decide(images, cands, RULE, 640, {}, fake_read, batch_size=8), Ocr).set_index("concept")
     finally:
         of.load_for_ocr = real_load
     assert [sorted(b) for b in read_log] == [

@@ -21,6 +21,7 @@ class OcrParams(Section):
     # (README "Precision and device")
     precision: Precision = "auto"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
-    # 1: on the CPU, 8 same-shaped images at once took 1.11-1.18x as long per image (benchmarks/ocr_batch.py)
+    # 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per image
+    # (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured
     batch_size: PosInt = runtime_field(1)
     partition_size: PosInt = runtime_field(500)
