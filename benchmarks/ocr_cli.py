@@ -13,7 +13,8 @@ Python process that imports its libraries, loads the OCR models, reads every ima
   so the stage and the peer read the very files in the store (``data/crawl/candidates.parquet``,
   rank 1, kept).
 - ``stage``: ``gavil stage ocr_filter`` with the params' defaults (canvas 2,560, ``precision:
-  auto``), its outputs and detection cache removed before each run.
+  auto``), its outputs and detection cache removed before each run; ``stage-int8``: the same with
+  ``ocr.precision: int8`` (``--int8``, on by default; ``--no-int8`` leaves it out).
 - ``readtext`` / ``readtext@640``: ``python -c`` that builds ``easyocr.Reader(["en"])`` on the
   same offline weights and calls ``reader.readtext(path)`` (or ``canvas_size=640``) per image,
   printing the detections; this script then applies the stage's rule
@@ -21,8 +22,9 @@ Python process that imports its libraries, loads the OCR models, reads every ima
 - The sides take turns (``--rounds``, the order rotating); wall and CPU seconds (the child's
   ``RUSAGE_CHILDREN``) per run.
 
-Usage (project root, venv):  python benchmarks/ocr_cli.py [--images 36] [--seed 0] [--rounds 1]
-Prints a table and writes benchmarks/results/ocr_cli.json.
+Usage (project root, venv):  python benchmarks/ocr_cli.py [--images 36] [--seed 0] [--rounds 1] [--no-int8]
+  [--out ocr_cli]
+Prints a table and writes benchmarks/results/<out>.json.
 """
 
 from __future__ import annotations
@@ -140,10 +142,18 @@ def _stored(project: Path) -> list[tuple[str, str]]:
     return [(r.concept, str(project / r.path)) for r in c.itertuples()]
 
 
-def run_stage(project: Path) -> tuple[float, float, dict[str, bool]]:
-    """``gavil stage ocr_filter`` from a new interpreter, its outputs and cache removed first;
-    (wall s, CPU s, {concept: rejected})."""
+def run_stage(project: Path, precision: str | None = None) -> tuple[float, float, dict[str, bool]]:
+    """``gavil stage ocr_filter`` from a new interpreter, its outputs and cache removed first, with
+    ``ocr.precision`` set to ``precision`` (None: the params' default); (wall s, CPU s, {concept: rejected})."""
     import pandas as pd
+    import yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if precision is not None:
+        params["ocr"]["precision"] = precision
+    p = yaml.safe_load((project / "params.yaml").read_text())
+    p["ocr"] = params["ocr"]
+    (project / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
 
     cwd = os.getcwd()
     os.chdir(project)
@@ -176,6 +186,8 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=36)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--int8", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--out", default="ocr_cli")
     args = ap.parse_args()
 
     import yaml
@@ -191,14 +203,14 @@ def main() -> None:
         stored = _stored(project)
         jobs = work / "jobs.json"
         jobs.write_text(json.dumps(stored))
-        sides = ["stage", "readtext", "readtext@640"]
+        sides = ["stage", *(["stage-int8"] if args.int8 else []), "readtext", "readtext@640"]
         runs: list[dict[str, Any]] = []
         decisions: dict[str, dict[str, bool]] = {}
         texts: dict[str, dict] = {}
         for r in range(args.rounds):
-            for side in sides[r % 3 :] + sides[: r % 3]:
-                if side == "stage":
-                    wall, cpu, dec = run_stage(project)
+            for side in sides[r % len(sides) :] + sides[: r % len(sides)]:
+                if side.startswith("stage"):
+                    wall, cpu, dec = run_stage(project, "int8" if side == "stage-int8" else None)
                 else:
                     wall, cpu, dec, texts[side] = run_peer(project, jobs, 640 if side.endswith("640") else None, rule)
                 decisions[side] = dec
@@ -235,6 +247,7 @@ def main() -> None:
         "note": "each run a new interpreter: imports, model load, every image, exit; the sides take turns",
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "images": len(concepts),
+        "seed": args.seed,
         "with_word": sum(by_concept[c].shows_word for c in concepts),
         "stage_params": {k: p[k] for k in ("canvas_size", "precision", "device", "batch_size")},
         "runs": runs,
@@ -244,6 +257,7 @@ def main() -> None:
             "vs_readtext": round(mean("readtext", "wall_s") / mean("stage", "wall_s"), 2),
             "vs_readtext@640": round(mean("readtext@640", "wall_s") / mean("stage", "wall_s"), 2),
         },
+        "speedup_vs_readtext": {s: round(mean("readtext", "wall_s") / mean(s, "wall_s"), 2) for s in sides},
         "same_decision_as_readtext": {
             s: f"{sum(decisions[s].get(c) == target[c] for c in concepts)}/{len(concepts)}" for s in sides
         },
@@ -257,8 +271,8 @@ def main() -> None:
             f"{s:14s} {result['wall_s_mean'][s]:8.2f} {result['cpu_s_mean'][s]:8.2f}  "
             f"{result['same_decision_as_readtext'][s]}"
         )
-    print(f"stage speed-up: {result['stage_speedup']}")
-    write_result("ocr_cli", result)
+    print(f"speed-up vs readtext: {result['speedup_vs_readtext']}")
+    write_result(args.out, result)
 
 
 if __name__ == "__main__":

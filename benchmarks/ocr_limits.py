@@ -1,6 +1,7 @@
 """Why the OCR stage is not 10x faster than ``readtext`` while missing nothing, on this CPU (issue 27).
 
-Two measurements, both on the stage's own bf16 CRAFT detector (``stages/ocr_filter._fast``):
+Three measurements, on the stage's own bf16 CRAFT detector (``gavil.models.craft.fast_detector``) and on
+EasyOCR's fp32 one (``readtext``'s) and an int8 one:
 
 1. **Arithmetic.** CRAFT's multiply-accumulates per megapixel of input (``torch.utils.flop_counter``
    on a 1,024 x 1,024 input) and the rate the bf16 detector reaches here (GMAC/s, best of 3). Reading
@@ -11,6 +12,12 @@ Two measurements, both on the stage's own bf16 CRAFT detector (``stages/ocr_filt
    peak over each text-free photo. A cascade that reads at half size and re-reads at full size
    only where the half-size score passes a threshold must set the threshold below the half-size peak
    of the weakest word that full-size CRAFT finds; the table says how many text-free photos that threshold would send to the full-size pass.
+3. **int8, the fastest arithmetic here.** CRAFT quantized to int8 as ``ocr.precision: int8`` does
+   (:func:`gavil.models.craft.quantize_int8`: PyTorch FX post-training quantization, ``x86`` engine,
+   oneDNN/FBGEMM kernels on AVX-512 VNNI, per-channel weights, the stored activation scales), timed against the fp32 and bf16 detectors
+   on the same input in interleaved rounds; and its full-size text score inside each word's box, to
+   count the words it still finds. Its speed-up over fp32 is the most any full-size reading can gain
+   on this CPU's arithmetic (int8 is its densest format); the count says what that costs.
 
 Usage (project root, venv):  python benchmarks/ocr_limits.py [--images 48] [--seed 1]
 Prints the tables and writes benchmarks/results/ocr_limits.json.
@@ -19,6 +26,7 @@ Prints the tables and writes benchmarks/results/ocr_limits.json.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import tempfile
 import time
@@ -48,8 +56,9 @@ def main() -> None:
     from easyocr.imgproc import normalizeMeanVariance
     from torch.utils.flop_counter import FlopCounterMode
 
+    from gavil.models.craft import fast_detector, quantize_int8
     from gavil.models.precision import cpu_native_bf16
-    from stages.ocr_filter import _fast, load_for_ocr
+    from stages.ocr_filter import load_for_ocr
 
     reader = easyocr.Reader(
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
@@ -58,23 +67,31 @@ def main() -> None:
     with FlopCounterMode(display=False) as fc, torch.no_grad():
         reader.detector(x)
     gmac_per_mpx = fc.get_total_flops() / 2 / 1e9 / (1024 * 1024 / 1e6)
-    _fast(reader, "bf16", "cpu")
+    fp32 = copy.deepcopy(reader.detector).eval()  # readtext's detector, as EasyOCR builds it
+    fast_detector(reader, "bf16", "cpu")
     net = reader.detector
-    best = float("inf")
+    int8 = quantize_int8(fp32)  # ocr.precision: int8, the stored scales (gavil/models/craft.py)
+    detectors = {"fp32": fp32, "bf16": net, "int8": int8}
+    secs: dict[str, list[float]] = {k: [] for k in detectors}
     with torch.no_grad():
-        net(x)  # warm-up
-        for _ in range(3):
-            t0 = time.perf_counter()
-            net(x)
-            best = min(best, time.perf_counter() - t0)
+        for d in detectors.values():
+            d(x)  # warm-up
+        for r in range(3):  # interleaved rounds, the order rotating
+            names = list(detectors)[r:] + list(detectors)[:r]
+            for k in names:
+                t0 = time.perf_counter()
+                detectors[k](x)
+                secs[k].append(time.perf_counter() - t0)
+    s_per_mpx = {k: min(v) / 1.048576 for k, v in secs.items()}
+    best = min(secs["bf16"])
     gmac_per_s = gmac_per_mpx * 1.048576 / best
 
-    def text_score(img: np.ndarray) -> np.ndarray:
+    def text_score(img: np.ndarray, detector: torch.nn.Module = net) -> np.ndarray:
         """CRAFT's region score for an RGB image: half the input's height and width."""
         t = torch.from_numpy(normalizeMeanVariance(img)).permute(2, 0, 1)[None]
         with torch.no_grad():
-            y, _ = net(t)
-        return y[0, :, :, 0].numpy()
+            y, _ = detector(t)
+        return y[0, :, :, 0].float().numpy()
 
     items = write_ocr_set(Path(tempfile.mkdtemp(prefix="gavil-ocr-limits-")), args.images, args.seed)
     words: list[dict] = []
@@ -86,6 +103,7 @@ def main() -> None:
         half = text_score(cv2.resize(img, (w // 2, h // 2), interpolation=cv2.INTER_LINEAR))
         if it.shows_word and it.box:
             x0, y0, x1, y1 = it.box  # full-size pixels; the maps are at 1/2 and 1/4 of that
+            full8 = text_score(img, int8)
             words.append(
                 {
                     "image": Path(it.path).name,
@@ -93,6 +111,7 @@ def main() -> None:
                     "cap_height_px": it.cap_height_px,
                     "full_size_peak": round(float(full[y0 // 2 : y1 // 2 + 1, x0 // 2 : x1 // 2 + 1].max()), 3),
                     "half_size_peak": round(float(half[y0 // 4 : y1 // 4 + 1, x0 // 4 : x1 // 4 + 1].max()), 3),
+                    "int8_full_size_peak": round(float(full8[y0 // 2 : y1 // 2 + 1, x0 // 2 : x1 // 2 + 1].max()), 3),
                 }
             )
         elif not it.shows_word:
@@ -100,6 +119,7 @@ def main() -> None:
 
     # the words full-size CRAFT finds (peak >= EasyOCR's text_threshold, 0.7): the ones a cascade must keep
     seen = [r for r in words if r["full_size_peak"] >= 0.7]
+    lost8 = [r for r in seen if r["int8_full_size_peak"] < 0.7]
     weakest = min(r["half_size_peak"] for r in seen)
     flagged = sum(r["half_size_peak"] >= weakest for r in free)
     by_cap = {
@@ -111,6 +131,10 @@ def main() -> None:
         "craft_gmac_per_megapixel": round(gmac_per_mpx, 1),
         "bf16_detector_gmac_per_s": round(gmac_per_s, 1),
         "bf16_detector_s_per_megapixel": round(best / 1.048576, 3),
+        "detector_s_per_megapixel": {k: round(v, 3) for k, v in s_per_mpx.items()},
+        "detector_rounds_s": {k: [round(t, 3) for t in v] for k, v in secs.items()},
+        "speedup_over_fp32": {k: round(s_per_mpx["fp32"] / v, 2) for k, v in s_per_mpx.items()},
+        "int8_words_lost": f"{len(lost8)}/{len(seen)}",
         "ocr_set": {"images": len(items), "seed": args.seed, "words": len(words), "text_free": len(free)},
         "half_size_peak_in_word_box_by_cap_height": by_cap,
         "words": words,
@@ -121,6 +145,9 @@ def main() -> None:
     }
     print(f"CRAFT: {gmac_per_mpx:.0f} GMAC per megapixel; bf16 detector {gmac_per_s:.0f} GMAC/s here")
     print(f"  -> {best / 1.048576:.2f} s per megapixel at full size, whatever the cascade around it")
+    print("detector at full size, s per megapixel (best of 3 interleaved rounds), and its speed-up over fp32:")
+    for k, v in s_per_mpx.items():
+        print(f"  {k:5s} {v:6.2f}  {s_per_mpx['fp32'] / v:5.2f}x")
     print(f"{'cap height':>10s}  half-size text score inside the word's box (full-size peak)")
     for c in CAP_HEIGHTS_PERCENT:
         rows = [r for r in words if r["cap_height_percent"] == c]
@@ -129,6 +156,11 @@ def main() -> None:
     print(f"text-free photos, half-size peak: {sorted(r['half_size_peak'] for r in free)}")
     print(f"words full-size CRAFT finds (peak >= 0.7): {len(seen)}/{len(words)}")
     print(f"a threshold that keeps the weakest of them ({weakest:.3f}) re-reads {flagged}/{len(free)} text-free photos")
+    print(f"int8 detector: {len(lost8)}/{len(seen)} of those words fall below 0.7 at full size")
+    for r in lost8:
+        print(
+            f"  {r['image']}: cap {r['cap_height_percent']:g}% ({r['cap_height_px']} px), peak {r['full_size_peak']} -> {r['int8_full_size_peak']}"
+        )
     write_result("ocr_limits", result)
 
 

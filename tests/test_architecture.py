@@ -175,6 +175,30 @@ def test_code_deps_follow_a_new_import(tmp_path):
     assert got == ["stages/__init__.py", "stages/helper.py", "stages/late.py", "stages/mystage.py"]
 
 
+def test_a_declared_data_file_is_a_dep_wherever_its_module_is(tmp_path):
+    """``__data_files__`` (the int8 OCR scales' way in): editing the file re-runs the stages that
+    import its module; a name that is no file, or no literal, is refused, not skipped."""
+    for pkg in ("stages", "gavil"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "gavil" / "scales.json").write_text("{}")
+    (tmp_path / "gavil" / "model.py").write_text('__data_files__ = ("scales.json",)\n')
+    (tmp_path / "stages" / "mystage.py").write_text("def f():\n    from gavil import model\n")
+    (tmp_path / "stages" / "other.py").write_text("X = 1\n")
+    assert "gavil/scales.json" in closure("stages.mystage", tmp_path)
+    assert "gavil/scales.json" not in closure("stages.other", tmp_path)
+    (tmp_path / "gavil" / "model2.py").write_text('__data_files__ = ("gone.json",)\n')
+    (tmp_path / "stages" / "bad.py").write_text("from gavil import model2\n")
+    with pytest.raises(ValueError, match="missing files"):
+        closure("stages.bad", tmp_path)
+    (tmp_path / "gavil" / "model3.py").write_text("NAME = 'x.json'\n__data_files__ = (NAME,)\n")
+    (tmp_path / "stages" / "bad3.py").write_text("from gavil import model3\n")
+    with pytest.raises(ValueError, match="string literals"):
+        closure("stages.bad3", tmp_path)
+    shipped = next(s for s in STAGES if s.name == "ocr_filter")
+    assert "gavil/models/craft_int8_qparams.json" in code_deps(shipped)
+
+
 def test_every_catalog_table_has_a_model_and_one_writer():
     writers: dict[str, list[str]] = {}
     for s in STAGES:

@@ -39,6 +39,8 @@ NonNegInt = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0)]
 #: Model numerics (resolved by :mod:`gavil.models.precision`): ``auto`` = bf16 where the CPU/GPU runs it natively.
 Precision = Literal["auto", "fp32", "bf16"]
+#: The OCR detector's numerics (:mod:`gavil.models.craft`): :data:`Precision`, or int8 (CPU, opt-in).
+OcrPrecision = Literal["auto", "fp32", "bf16", "int8"]
 #: Where a model runs: ``auto`` = cuda when torch sees a GPU.
 Device = Literal["auto", "cpu", "cuda"]
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from gavil.params.base import Device, Fraction, Percent, PosInt, Precision, Section, runtime_field
+from gavil.params.base import Device, Fraction, OcrPrecision, Percent, PosInt, Section, runtime_field
 
 
 class OcrParams(Section):
@@ -15,11 +15,11 @@ class OcrParams(Section):
     match_threshold: Percent = 80
     min_confidence: Fraction = 0.3
     min_word_len: PosInt = 4
-    # numerics (gavil/models/precision.py): both change the detections, so both are in the cache key
-    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively). auto: bf16 made the same
-    # decisions as fp32 and as readtext on all 200 images of benchmarks/ocr.py, 2.8x faster
-    # (README "Precision and device")
-    precision: Precision = "auto"
+    # numerics (gavil/models/precision.py, gavil/models/craft.py): both change the detections, so both are in the cache key
+    # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively) | int8 (CPU only, opt-in,
+    # gavil/models/craft.py). auto: bf16 made the same decisions as fp32 and as readtext on all 200
+    # images of benchmarks/ocr.py, 2.8x faster (README "Precision and device")
+    precision: OcrPrecision = "auto"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
     # 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per image
     # (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured

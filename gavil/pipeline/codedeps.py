@@ -18,6 +18,10 @@ model). Editing the ``game`` section's module re-runs only the stage that reads 
 
 The schema modules of the tables a stage reads and writes are added too: the catalog names
 models as strings (``"schemas.ocr:Ocr"``) and imports them only when a table is read.
+
+Data files that code reads and that change outputs (the int8 OCR detector's stored scales) are
+declared by the module that reads them, ``__data_files__ = ("name.json",)`` at module level (string
+literals, paths relative to the module's folder), and count as deps wherever that module does.
 """
 
 from __future__ import annotations
@@ -122,7 +126,40 @@ def closure(module: str, root: Path = ROOT) -> list[str]:
             if init is not None:
                 todo.append(init)
         todo += [p for m in imports_of(f, root) if not _section_of_loader(name, m) and (p := module_file(m, root))]
-    return sorted(str(p.relative_to(root)) for p in seen)
+    data = {d for f in seen for d in data_files(f)}
+    return sorted(str(p.relative_to(root)) for p in seen | data)
+
+
+@cache
+def data_files(file: Path) -> frozenset[Path]:
+    """The files ``file``'s module-level ``__data_files__`` tuple names (relative to its folder).
+
+    Raises:
+        ValueError: ``__data_files__`` is not a tuple of string literals, or names a missing file.
+    """
+    tree = ast.parse(file.read_text(), str(file))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if not (isinstance(target, ast.Name) and target.id == "__data_files__"):
+            continue
+        names = [e.value for e in value.elts if isinstance(e, ast.Constant)] if isinstance(value, ast.Tuple) else []
+        if (
+            not isinstance(value, ast.Tuple)
+            or len(names) != len(value.elts)
+            or not all(isinstance(n, str) for n in names)
+        ):
+            raise ValueError(f"{file}: __data_files__ must be a tuple of string literals")
+        out = frozenset(file.parent / str(n) for n in names)
+        missing = sorted(str(f) for f in out if not f.is_file())
+        if missing:
+            raise ValueError(f"{file}: __data_files__ names missing files: {', '.join(missing)}")
+        return out
+    return frozenset()
 
 
 def _section_of_loader(importer: str, module: str) -> bool:
