@@ -189,6 +189,8 @@ def main() -> None:
     ap.add_argument("--int8", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--out", default="ocr_cli")
     args = ap.parse_args()
+    if args.images > 2 * len(FREE_CONCEPTS):  # one concept per image: the text-free photos need names
+        ap.error(f"--images is at most {2 * len(FREE_CONCEPTS)} (one distinct concept per image)")
 
     import yaml
 

@@ -52,7 +52,8 @@ def main() -> None:
     )
     items = write_ocr_set(Path(tempfile.mkdtemp(prefix="gavil-ocr-calib-")), args.images, args.seed)
     inputs = [
-        torch.from_numpy(normalizeMeanVariance(load_for_ocr(it.path, 2560))).permute(2, 0, 1)[None] for it in items
+        torch.from_numpy(normalizeMeanVariance(load_for_ocr(it.path, 2560)[..., :3])).permute(2, 0, 1)[None]
+        for it in items
     ]
     result = calibrate_int8(reader.detector, inputs)
     result["calibration"] = {

@@ -97,7 +97,7 @@ def main() -> None:
     words: list[dict] = []
     free: list[dict] = []
     for it in items:
-        img = load_for_ocr(it.path, 2560)  # full size for every web image (long side <= 1,600)
+        img = load_for_ocr(it.path, 2560)[..., :3]  # RGB, full size for every web image (long side <= 1,600)
         h, w = img.shape[:2]
         full = text_score(img)
         half = text_score(cv2.resize(img, (w // 2, h // 2), interpolation=cv2.INTER_LINEAR))

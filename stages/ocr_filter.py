@@ -124,14 +124,35 @@ def match_text(concept: str, detections: Sequence[Detection], rule: MatchRule) -
 
 
 def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
-    """Decode with Pillow, convert to RGB, downscale so the long side <= ``canvas_size`` px."""
+    """Decode ``path`` with Pillow into an H x W x 4 uint8 array: R, G, B (what ``readtext``'s
+    detector sees) and, as the 4th channel, the grey image its recogniser reads, decoded the way
+    ``readtext(path)`` decodes it: OpenCV's ``IMREAD_GRAYSCALE`` (for a JPEG, libjpeg's own grey
+    output, the luma plane; for a PNG, libpng's grey; identical bytes, tested), or, for a format
+    OpenCV cannot read (GIF), OpenCV's RGB-to-grey of the RGB pixels. Both are downscaled alike so the long side is <= ``canvas_size``
+    px (Lanczos; web images are smaller than the default canvas and stay whole).
+
+    The grey channel matters: the grey of the decoded RGB differs from the JPEG's luma by up to
+    21 levels at colour edges, and the channel-swapped grey this stage used before moved a
+    recognition confidence across ``ocr.min_confidence`` (0.286 -> 0.359). Unlike ``cv2.imread``,
+    the grey is not turned by an EXIF orientation tag (``readtext``'s RGB is not, and its two
+    images then disagree in shape).
+    """
+    import cv2
+
     with Image.open(path) as src:
-        im = src.convert("RGB")
-        im.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
-        return np.asarray(im)
+        rgb = src.convert("RGB")
+    flags = cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION  # the RGB is not turned either
+    decoded = cv2.imdecode(np.fromfile(path, dtype=np.uint8), flags)
+    if decoded is None or decoded.shape != (rgb.height, rgb.width):  # a format OpenCV cannot read (GIF)
+        decoded = cv2.cvtColor(np.asarray(rgb), cv2.COLOR_RGB2GRAY)
+    grey = Image.fromarray(decoded)
+    rgb.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
+    grey.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
+    return np.dstack([np.asarray(rgb), np.asarray(grey)])
 
 
-#: Reads a batch of RGB images (H x W x 3 uint8, already downscaled) -> detections per image.
+#: Reads a batch of images (:func:`load_for_ocr`'s H x W x 4 RGB + grey, or H x W x 3 RGB whose grey is
+#: then OpenCV's RGB-to-grey; already downscaled) -> detections per image.
 BatchReader = Callable[[list[np.ndarray], int], list[list[Detection]]]
 
 
@@ -179,12 +200,16 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
         for idx in groups.values():
             for k in range(0, len(idx), max(1, batch_size)):
                 chunk = idx[k : k + max(1, batch_size)]
-                batch = np.stack([images[i] for i in chunk]) if len(chunk) > 1 else images[chunk[0]]
+                rgb = [images[i][..., :3] for i in chunk]
+                batch = np.stack(rgb) if len(chunk) > 1 else rgb[0]
                 hor, free = reader.detect(batch, canvas_size=canvas_size, reformat=False)
                 for i, h, f in zip(chunk, hor, free):
                     if not h and not f:
                         continue  # no text regions: no recognition
-                    grey = cv2.cvtColor(images[i], cv2.COLOR_BGR2GRAY)  # as readtext's reformat_input
+                    im = images[i]
+                    grey = (
+                        np.ascontiguousarray(im[..., 3]) if im.shape[2] == 4 else cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
+                    )
                     out[i] = [(str(t), float(c)) for _, t, c in reader.recognize(grey, h, f, reformat=False)]
         return out
 
@@ -357,11 +382,14 @@ _READERS: dict[tuple[int, str, str], BatchReader] = {}  # one EasyOCR Reader per
 
 
 def _engine(p: OcrParams) -> str:
-    """The cache's engine label: EasyOCR version, language and resolved numerics, e.g.
-    ``easyocr-1.7.2-en|bf16-cpu`` (bf16 or a GPU can read a box differently: never mixed)."""
+    """The cache's engine label: EasyOCR version, language, how the input is read and resolved
+    numerics, e.g. ``easyocr-1.7.2-en+filegrey|bf16-cpu`` (bf16 or a GPU can read a box differently:
+    never mixed; ``+filegrey``: the recogniser reads the file's own grey, :func:`load_for_ocr`, so
+    detections cached before that fix are read again)."""
     from gavil.models.craft import numerics_label, resolve_ocr
 
-    return f"easyocr-{importlib.metadata.version('easyocr')}-en|{numerics_label(*resolve_ocr(p.precision, p.device))}"
+    numerics = numerics_label(*resolve_ocr(p.precision, p.device))
+    return f"easyocr-{importlib.metadata.version('easyocr')}-en+filegrey|{numerics}"
 
 
 def _rule(p: OcrParams) -> MatchRule:

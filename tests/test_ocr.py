@@ -116,6 +116,46 @@ def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reade
         assert match_text(concept, dets, RULE) == match_text(concept, ref, RULE)
 
 
+@pytest.mark.slow
+def test_fp32_stage_reader_reads_exactly_what_readtext_reads_from_the_file(tmp_path, ocr_reader):
+    """The stage's inputs are ``readtext(path)``'s: RGB for the detector and, for the recogniser, the
+    file's own grey (a JPEG's luma, as ``cv2.imread(IMREAD_GRAYSCALE)`` decodes it), so at fp32 the
+    stage reads the same texts with the same confidences. Coloured words on coloured grounds make
+    the grey matter: the channel-swapped grey the stage once used reads them differently."""
+    import cv2
+    import easyocr
+    import easyocr_en_models
+
+    from stages.ocr_filter import load_for_ocr
+
+    peer = easyocr.Reader(
+        ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
+    )
+    paths = []
+    for i, (word, fg, bg) in enumerate(
+        [
+            ("library", (220, 30, 30), (40, 140, 40)),
+            ("Coffee", (30, 40, 210), (200, 120, 40)),
+            ("zebra", (0, 0, 0), (255, 255, 255)),
+        ]
+    ):
+        im = Image.new("RGB", (520, 300), bg)
+        ImageDraw.Draw(im).text((20, 110), word, fill=fg, font=ImageFont.load_default(size=60))
+        for ext in ("jpg", "png"):
+            im.save(tmp_path / f"w{i}.{ext}", quality=75)
+            paths.append(str(tmp_path / f"w{i}.{ext}"))
+    paths.append(web_sized(tmp_path / "lib.jpg", "beach.png", "LIBRARY", 2.0))
+    read = 0
+    for p in paths:
+        arr = load_for_ocr(p, 2560)
+        assert np.array_equal(arr[..., 3], cv2.imread(p, cv2.IMREAD_GRAYSCALE)), p
+        ours = ocr_reader([arr], 2560)[0]
+        theirs = [(str(t), float(c)) for _, t, c in peer.readtext(p)]
+        assert ours == theirs, (p, ours, theirs)
+        read += bool(ours)
+    assert read >= 6  # the words were read
+
+
 def test_one_image_at_a_time_reads_what_a_stacked_batch_reads(tmp_path, ocr_reader):
     """``ocr.batch_size`` is a runtime knob: the default (1, one ``detect`` call per image) and a
     stacked batch of same-shaped images (the session reader: 8) give the same detections."""
