@@ -13,8 +13,10 @@ Python process that imports its libraries, loads the OCR models, reads every ima
   so the stage and the peer read the very files in the store (``data/crawl/candidates.parquet``,
   rank 1, kept).
 - ``stage``: ``gavil stage ocr_filter`` with the params' defaults (canvas 2,560, ``precision:
-  auto``), its outputs and detection cache removed before each run; ``stage-int8``: the same with
-  ``ocr.precision: int8`` (``--int8``, on by default; ``--no-int8`` leaves it out).
+  auto``), its outputs and detection cache removed before each run; ``stage-fp32``, ``stage-auto``,
+  ``stage-int8`` ...: the same with ``ocr.precision`` set to each of ``--precisions`` (default
+  ``fp32 auto int8``; ``auto`` is bf16 on a CPU with ``avx512_bf16``; none: ``stage``, the params'
+  default). ``stage_speedup`` is the default precision's.
 - ``readtext`` / ``readtext@640``: ``python -c`` that builds ``easyocr.Reader(["en"])`` on the
   same offline weights and calls ``reader.readtext(path)`` (or ``canvas_size=640``) per image,
   printing the detections; this script then applies the stage's rule
@@ -22,7 +24,7 @@ Python process that imports its libraries, loads the OCR models, reads every ima
 - The sides take turns (``--rounds``, the order rotating); wall and CPU seconds (the child's
   ``RUSAGE_CHILDREN``) per run.
 
-Usage (project root, venv):  python benchmarks/ocr_cli.py [--images 36] [--seed 0] [--rounds 1] [--no-int8]
+Usage (project root, venv):  python benchmarks/ocr_cli.py [--images 36] [--seed 0] [--rounds 1] [--precisions fp32 auto int8]
   [--out ocr_cli]
 Prints a table and writes benchmarks/results/<out>.json.
 """
@@ -186,7 +188,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=36)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--int8", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--precisions", nargs="*", default=["fp32", "auto", "int8"])
     ap.add_argument("--out", default="ocr_cli")
     args = ap.parse_args()
     if args.images > 2 * len(FREE_CONCEPTS):  # one concept per image: the text-free photos need names
@@ -205,14 +207,15 @@ def main() -> None:
         stored = _stored(project)
         jobs = work / "jobs.json"
         jobs.write_text(json.dumps(stored))
-        sides = ["stage", *(["stage-int8"] if args.int8 else []), "readtext", "readtext@640"]
+        stages = [f"stage-{x}" for x in args.precisions] or ["stage"]  # "stage": the params' default
+        sides = [*stages, "readtext", "readtext@640"]
         runs: list[dict[str, Any]] = []
         decisions: dict[str, dict[str, bool]] = {}
         texts: dict[str, dict] = {}
         for r in range(args.rounds):
             for side in sides[r % len(sides) :] + sides[: r % len(sides)]:
                 if side.startswith("stage"):
-                    wall, cpu, dec = run_stage(project, "int8" if side == "stage-int8" else None)
+                    wall, cpu, dec = run_stage(project, side.removeprefix("stage-") if "-" in side else None)
                 else:
                     wall, cpu, dec, texts[side] = run_peer(project, jobs, 640 if side.endswith("640") else None, rule)
                 decisions[side] = dec
@@ -226,6 +229,7 @@ def main() -> None:
         return sum(v) / len(v)
 
     target = decisions["readtext"]
+    default = f"stage-{p['precision']}" if f"stage-{p['precision']}" in sides else stages[0]
     concepts = sorted(target)
 
     def differ(side: str) -> list[dict[str, Any]]:
@@ -256,8 +260,8 @@ def main() -> None:
         "wall_s_mean": {s: round(mean(s, "wall_s"), 2) for s in sides},
         "cpu_s_mean": {s: round(mean(s, "cpu_s"), 2) for s in sides},
         "stage_speedup": {
-            "vs_readtext": round(mean("readtext", "wall_s") / mean("stage", "wall_s"), 2),
-            "vs_readtext@640": round(mean("readtext@640", "wall_s") / mean("stage", "wall_s"), 2),
+            "vs_readtext": round(mean("readtext", "wall_s") / mean(default, "wall_s"), 2),
+            "vs_readtext@640": round(mean("readtext@640", "wall_s") / mean(default, "wall_s"), 2),
         },
         "speedup_vs_readtext": {s: round(mean("readtext", "wall_s") / mean(s, "wall_s"), 2) for s in sides},
         "same_decision_as_readtext": {

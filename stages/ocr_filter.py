@@ -21,17 +21,22 @@ Fall-through (paper §2.1 kept the top-ranked image that passed): a concept's *k
 candidates (``data/crawl/candidates.parquet``) are read in rank order and the first one the rule
 accepts wins; OCR stops there, so lower-ranked candidates are only read when needed.
 
-Speed without changing the decision: images are downscaled to ``ocr.canvas_size`` (long side,
-pixels) before OCR (default 2,560, ``readtext``'s own: web images at full size, so no word
-``readtext`` reads is missed; a smaller canvas is faster and misses small words, issue 27); one EasyOCR Reader per process; CRAFT detection runs first and, as in
-``readtext``, recognition only runs on the boxes it found (none for most photos); images of the
-same downscaled shape are detected in batches of ``ocr.batch_size`` (default 1: on this 2-core CPU in
-bf16 a batch of 8 took 1.11-1.18x as long per image, ``benchmarks/ocr_batch.py``; a GPU is untested); ``ocr.precision`` bf16 runs
-CRAFT under bf16 autocast, channels-last, and the opt-in ``int8`` runs it quantized on the CPU
-(:mod:`gavil.models.craft`). Raw detections are cached by
-(image sha256, canvas size, engine: EasyOCR version and resolved precision/device), so a rule change or a crawl of new concepts only reads new
-images. Work is split into partitions of ``ocr.partition_size`` concepts (mapped by the Prefect
-flow; see :func:`plan`, :func:`work`, :func:`reduce`).
+Speed without changing the decision: the stage gives ``readtext(path)``'s own inputs (RGB for the
+detector, the file's grey for the recogniser, :func:`load_for_ocr`) to the same two calls
+``readtext`` makes, CRAFT detection and then recognition only on the boxes it found (none for
+most photos), with one EasyOCR Reader per process; at the default ``ocr.precision: fp32`` and
+``ocr.canvas_size`` 2,560 (``readtext``'s own: web images at full size) it reads exactly what
+``readtext`` reads (tests/test_ocr.py), and its saving is the detection cache: raw detections are
+cached by (image sha256, canvas size, engine: EasyOCR version, input and resolved
+precision/device), so a rule change or a crawl of new concepts only reads new images. Faster
+settings change decisions, measured in README "Speed, measured" (issue 27): a smaller canvas misses
+small words; ``ocr.precision`` ``auto``/``bf16`` runs CRAFT under bf16 autocast, channels-last, and
+``int8`` quantized on the CPU (:mod:`gavil.models.craft`), each of which let a word through that
+``readtext`` read. Images of the same downscaled shape are detected in batches of
+``ocr.batch_size`` (default 1: on this 2-core CPU in bf16 a batch of 8 took 1.11-1.18x as long per
+image, ``benchmarks/ocr_batch.py``; a GPU is untested). Work is split into partitions of
+``ocr.partition_size`` concepts (mapped by the Prefect flow; see :func:`plan`, :func:`work`,
+:func:`reduce`).
 
 Every concept keeps a row: ``accepted`` (with the winning candidate's rank and any earlier
 candidates' rejections as the reason), ``rejected_text`` (every kept candidate showed the word:
