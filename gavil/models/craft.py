@@ -11,9 +11,9 @@
   observers run over the OCR benchmark set's calibration seed, so the quantized detector depends
   only on the commit (every machine with the same torch builds the same model). Integer
   accumulation makes its outputs independent of the thread count. On this project's 2-core
-  AVX-512 CPU the int8 detector is about 5.7x faster than fp32 and 2.0x faster than bf16
-  (``benchmarks/ocr_limits.py``); what it decides differently is measured in ``benchmarks/ocr_cli.py``
-  (README "Speed, measured").
+  AVX-512 CPU the int8 detector is about 6.0x faster than fp32 and 2.2x faster than bf16
+  (``benchmarks/ocr_limits.py``); on the 240-image OCR set it let 2 of the 105 words ``readtext``
+  read through (``benchmarks/ocr_agreement.py``), so it is opt-in; the default is fp32.
 
 The recogniser always stays fp32 (its confidences moved by up to 0.2 under bf16,
 ``tests/test_precision.py``), and it only runs where CRAFT found text.
