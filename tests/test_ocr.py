@@ -39,6 +39,17 @@ def render(word: str, path):
     return str(path)
 
 
+#: Rendered words (hits and the paper's near miss "brary") and two sample photos, for comparing readers.
+READ_WORDS = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
+
+
+def reader_set(tmp_path) -> tuple[list[str], list[str]]:
+    """(concepts, image paths): :data:`READ_WORDS` rendered by :func:`render`, then cat.png and
+    rocket.jpg from the sample (concepts "cat", "rocket")."""
+    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(READ_WORDS)]
+    return [*READ_WORDS, "cat", "rocket"], [*paths, str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
+
+
 def tables(cands: dict[str, list[str]], crawl_fail: dict[str, str] | None = None):
     """(images, candidates) tables: each concept's candidate files in rank order (sha256 from the path)."""
     import hashlib

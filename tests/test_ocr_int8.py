@@ -12,7 +12,7 @@ from gavil.errors import ParamsError
 from gavil.io import validate
 from gavil.params import parse_params
 from gavil.params.ocr import OcrParams
-from tests.test_ocr import RULE, tables, web_sized
+from tests.test_ocr import READ_WORDS, RULE, reader_set, tables, web_sized
 
 
 @pytest.fixture(scope="module")
@@ -109,27 +109,16 @@ def test_int8_params_resolution_and_cache_label():
 def test_int8_reads_what_fp32_reads(tmp_path, ocr_reader):
     """Rendered words, two sample photos and a 12 px word on a 1,600 x 1,200 web-sized photo: the
     int8 detector (fp32 recogniser) gives fp32's decisions, with the words read."""
-    from PIL import Image, ImageDraw, ImageFont
-
     from schemas.ocr import Ocr
     from stages.ocr_filter import decide, load_for_ocr, make_reader, match_text
-    from tests.helpers import IMAGES
 
-    def render(word, path):
-        im = Image.new("RGB", (400, 300), "white")
-        ImageDraw.Draw(im).text((20, 110), word, fill="black", font=ImageFont.load_default(size=64))
-        im.save(path)
-        return str(path)
-
-    words = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
-    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)]
-    paths += [str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
+    concepts, paths = reader_set(tmp_path)
     arrays = [load_for_ocr(p, 640) for p in paths]
     int8_reader = make_reader(1, "int8", "cpu")
     fp32, int8 = ocr_reader(arrays, 640), int8_reader(arrays, 640)
-    for concept, a, b in zip(words + ["cat", "rocket"], fp32, int8):
+    for concept, a, b in zip(concepts, fp32, int8):
         assert match_text(concept, a, RULE).rejected == match_text(concept, b, RULE).rejected, (concept, a, b)
-    assert sum(match_text(c, d, RULE).rejected for c, d in zip(words, int8)) >= 5  # the words were read
+    assert sum(match_text(c, d, RULE).rejected for c, d in zip(READ_WORDS, int8)) >= 5  # the words were read
 
     images, cands = tables(
         {

@@ -136,29 +136,19 @@ def test_batch_norm_folding_keeps_craft_outputs():
 @pytest.mark.slow
 def test_bf16_ocr_decides_like_fp32(tmp_path, ocr_reader):
     """bf16 CRAFT (channels-last), fp32 recogniser: same text, near confidences, same decisions as fp32."""
-    from PIL import Image, ImageDraw, ImageFont
-
     from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
+    from tests.test_ocr import READ_WORDS, reader_set
 
     rule = MatchRule(match_threshold=80, min_confidence=0.3, min_word_len=4)
-
-    def render(word, path):  # as tests/test_ocr.py renders its words
-        im = Image.new("RGB", (400, 300), "white")
-        ImageDraw.Draw(im).text((20, 110), word, fill="black", font=ImageFont.load_default(size=64))
-        im.save(path)
-        return str(path)
-
-    words = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
-    paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)]
-    paths += [str(IMAGES / "cat.png"), str(IMAGES / "rocket.jpg")]
+    concepts, paths = reader_set(tmp_path)
     arrays = [load_for_ocr(p, 640) for p in paths]
     fp32 = ocr_reader(arrays, 640)
     bf16 = make_reader(8, "bf16", "cpu")(arrays, 640)
-    for concept, a, b in zip(words + ["cat", "rocket"], fp32, bf16):
+    for concept, a, b in zip(concepts, fp32, bf16):
         assert [t for t, _ in a] == [t for t, _ in b], concept
         assert np.allclose([c for _, c in a], [c for _, c in b], atol=0.05), concept
         assert match_text(concept, a, rule).rejected == match_text(concept, b, rule).rejected
-    assert sum(match_text(c, d, rule).rejected for c, d in zip(words, bf16)) >= 5  # the words were read
+    assert sum(match_text(c, d, rule).rejected for c, d in zip(READ_WORDS, bf16)) >= 5  # the words were read
 
 
 @pytest.mark.slow
