@@ -25,12 +25,39 @@ import contextlib
 import hashlib
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 from gavil.errors import ParamsError
+
+if TYPE_CHECKING:
+    import torch
+    from torch.ao.quantization.observer import ObserverBase
+
+
+class ObserverQParams(TypedDict):
+    """One activation's int8 quantization: real value = ``scale`` * (q - ``zero_point``)."""
+
+    scale: float
+    zero_point: int
+
+
+class QParams(TypedDict):
+    """:data:`QPARAMS_PATH`'s content: the torch that traced CRAFT, and each activation observer's
+    quantization by the name FX gives it (``activation_post_process_<n>``)."""
+
+    torch: str
+    observers: dict[str, ObserverQParams]
+    calibration: NotRequired[dict[str, object]]  # how the file was made (benchmarks/ocr_int8_calibrate.py)
+
+
+class HasDetector(Protocol):
+    """What :func:`fast_detector` uses of an ``easyocr.Reader``: its CRAFT network."""
+
+    detector: torch.nn.Module
+
 
 #: Read at run time and changing outputs: a code dep of the stages that import this module
 #: (:mod:`gavil.pipeline.codedeps`).
@@ -79,7 +106,7 @@ def qparams_digest() -> str:
     return hashlib.sha256(QPARAMS_PATH.read_bytes()).hexdigest()[:8]
 
 
-def fold_batch_norm(module: Any) -> Any:
+def fold_batch_norm(module: torch.nn.Module) -> torch.nn.Module:
     """Fold every eval-mode ``BatchNorm2d`` that directly follows a ``Conv2d`` inside an
     ``nn.Sequential`` into that convolution (torch's ``fuse_conv_bn_eval``), recursively; returns
     ``module`` changed in place. CRAFT's VGG16-BN backbone and U-net blocks are such pairs.
@@ -91,7 +118,8 @@ def fold_batch_norm(module: Any) -> Any:
 
     for name, child in module.named_children():
         if isinstance(child, torch.nn.Sequential):
-            mods, out, i = list(child), [], 0
+            mods, i = list(child), 0
+            out: list[torch.nn.Module] = []
             while i < len(mods):
                 conv, nxt = mods[i], mods[i + 1] if i + 1 < len(mods) else None
                 if isinstance(conv, torch.nn.Conv2d) and isinstance(nxt, torch.nn.BatchNorm2d) and not nxt.training:
@@ -106,7 +134,7 @@ def fold_batch_norm(module: Any) -> Any:
     return module
 
 
-def fast_detector(reader: Any, precision: str, device: str) -> None:
+def fast_detector(reader: HasDetector, precision: str, device: str) -> None:
     """Replace ``reader.detector`` (an ``easyocr.Reader``'s CRAFT) for resolved ``precision``:
     ``bf16``: channels-last, BatchNorms folded, under bf16 autocast; ``int8``:
     :func:`quantize_int8`; ``fp32``: left exactly as EasyOCR built it. Either way the detector
@@ -137,7 +165,7 @@ def fast_detector(reader: Any, precision: str, device: str) -> None:
     reader.detector = Detector(reader.detector).eval()
 
 
-def prepare_int8(net: Any) -> Any:
+def prepare_int8(net: torch.nn.Module) -> torch.fx.GraphModule:
     """A copy of ``net`` (CRAFT, eval) prepared for int8 static quantization on the ``x86``
     engine (FX graph mode, torch's default ``x86`` qconfig: histogram observers on activations,
     per-channel min/max on weights); ``net`` is left as it was.
@@ -159,14 +187,14 @@ def prepare_int8(net: Any) -> Any:
         return prepare_fx(copy.deepcopy(net).eval(), get_default_qconfig_mapping("x86"), (torch.zeros(_EXAMPLE),))
 
 
-def _observers(prepared: Any) -> dict[str, Any]:
+def _observers(prepared: torch.nn.Module) -> dict[str, ObserverBase]:
     """The activation observers of a :func:`prepare_int8` model, by module name."""
     from torch.ao.quantization.observer import ObserverBase
 
     return {n: m for n, m in prepared.named_modules() if isinstance(m, ObserverBase) and "activation_post_process" in n}
 
 
-def calibrate_int8(net: Any, inputs: list[Any]) -> dict[str, Any]:
+def calibrate_int8(net: torch.nn.Module, inputs: list[torch.Tensor]) -> QParams:
     """Run ``inputs`` (tensors 1 x 3 x H x W, normalised as EasyOCR does: ``normalizeMeanVariance``)
     through a :func:`prepare_int8` copy of ``net``; return what :data:`QPARAMS_PATH` stores:
     ``{"torch": version, "observers": {name: {"scale": float, "zero_point": int}}}``."""
@@ -176,14 +204,14 @@ def calibrate_int8(net: Any, inputs: list[Any]) -> dict[str, Any]:
     with torch.no_grad():
         for x in inputs:
             prepared(x)
-    obs = {}
+    obs: dict[str, ObserverQParams] = {}
     for name, m in sorted(_observers(prepared).items()):
         scale, zero_point = m.calculate_qparams()
         obs[name] = {"scale": float(scale.reshape(-1)[0]), "zero_point": int(zero_point.reshape(-1)[0])}
     return {"torch": torch.__version__, "observers": obs}
 
 
-def quantize_int8(net: Any, qparams: dict[str, Any] | None = None) -> Any:
+def quantize_int8(net: torch.nn.Module, qparams: QParams | None = None) -> torch.nn.Module:
     """``net`` (CRAFT, eval, fp32) -> its int8 model (a ``GraphModule`` returning float32 maps),
     each activation observer's scale and zero point taken from ``qparams`` (default: the file
     :data:`QPARAMS_PATH`), not from data; weights are quantized from ``net`` itself.
@@ -195,7 +223,7 @@ def quantize_int8(net: Any, qparams: dict[str, Any] | None = None) -> Any:
     import torch
     from torch.ao.quantization.quantize_fx import convert_fx
 
-    stored = (qparams or json.loads(QPARAMS_PATH.read_text()))["observers"]
+    stored: dict[str, ObserverQParams] = (qparams or json.loads(QPARAMS_PATH.read_text()))["observers"]
     prepared = prepare_int8(net)
     observers = _observers(prepared)
     if set(observers) != set(stored):
@@ -207,9 +235,19 @@ def quantize_int8(net: Any, qparams: dict[str, Any] | None = None) -> Any:
         q = stored[name]
         scale = torch.tensor([q["scale"]], dtype=torch.float32)
         zero_point = torch.tensor([q["zero_point"]], dtype=torch.int32)
-        m.calculate_qparams = lambda s=scale, z=zero_point: (s, z)  # the stored values, not the data's
+        # the stored values, not the data's (convert_fx asks each observer for them)
+        m.calculate_qparams = _fixed(scale, zero_point)  # type: ignore[method-assign]
     with _quiet():
         return _quiet_module(convert_fx(prepared)).eval()
+
+
+def _fixed(scale: torch.Tensor, zero_point: torch.Tensor) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """An observer's ``calculate_qparams`` that answers ``(scale, zero_point)`` whatever it saw."""
+
+    def calculate_qparams(**_: object) -> tuple[torch.Tensor, torch.Tensor]:
+        return scale, zero_point
+
+    return calculate_qparams
 
 
 #: torch 2.13 warns, at preparation, conversion and in every forward, that its quantized tensor
@@ -226,7 +264,7 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _quiet_module(net: Any) -> Any:
+def _quiet_module(net: torch.nn.Module) -> torch.nn.Module:
     """``net`` wrapped so that its forward runs under :func:`_quiet`."""
     import torch
 
@@ -235,7 +273,7 @@ def _quiet_module(net: Any) -> Any:
             super().__init__()
             self.net = net
 
-        def forward(self, x: torch.Tensor) -> Any:
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             with _quiet():
                 return self.net(x)
 
