@@ -29,6 +29,15 @@ def machine(extra: str = "") -> str:
     return f"{line}, {extra}" if extra else line
 
 
+def gpu_name() -> str:
+    """e.g. ``NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, CUDA 13.0`` where torch sees a GPU, else ``""``."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return ""
+    return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}"
+
+
 def write_result(name: str, result: dict[str, Any]) -> Path:
     """Write ``benchmarks/results/<name>.json`` (2-space indent, trailing newline)."""
     dest = ROOT / "benchmarks" / "results" / f"{name}.json"

@@ -11,19 +11,24 @@ both polarities), all sides in one process with their models loaded once:
   ``bf16`` (what ``auto`` is on this CPU) and ``int8`` (the stored scales), and ``fp32`` with
   ``--fp32`` (EasyOCR's networks as shipped: it should agree everywhere; slow);
 
+With ``--device cuda`` (a GPU machine): ``readtext`` and ``readtext@640`` (``canvas_size=640``) on
+``easyocr.Reader(gpu=True)``, and the stage's reader at ``fp32`` and ``bf16`` on the GPU; every side
+reads the first image once, untimed, before the timed pass (CUDA context, cuDNN's kernel choice).
+
 then the stage's rule (:func:`stages.ocr_filter.match_text`, params' thresholds) on each. For every
 side: the images where it **misses** (``readtext`` rejects, the side accepts: an image that shows
 its word would enter the benchmark) and where it is **stricter** (it rejects, ``readtext`` does not),
 by cap height, and seconds per image (in process, the sides taking turns image by image).
 
 Usage (project root, venv):  python benchmarks/ocr_agreement.py [--seeds 2 3 4] [--images 48] [--fp32]
-  [--out ocr_agreement]
+  [--device cpu|cuda] [--out ocr_agreement]
 Prints a table and writes benchmarks/results/<out>.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import tempfile
 import time
@@ -33,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import machine, write_result  # noqa: E402
+from benchmarks._common import gpu_name, machine, write_result  # noqa: E402
 from benchmarks._ocrset import write_ocr_set  # noqa: E402
 
 
@@ -42,6 +47,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--images", type=int, default=48)
     ap.add_argument("--fp32", action="store_true")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--out", default="ocr_agreement")
     args = ap.parse_args()
 
@@ -55,19 +61,32 @@ def main() -> None:
     ensure_torchvision()
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]
     rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))
+    cuda = args.device == "cuda"
     peer = easyocr.Reader(
-        ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
+        ["en"], gpu=cuda, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
     )
-    readers = {s: make_reader(1, s, "cpu") for s in ["bf16", "int8", *(["fp32"] if args.fp32 else [])]}
-    sides = ["readtext", *readers]
+    peers = {"readtext": {}, **({"readtext@640": {"canvas_size": 640}} if cuda else {})}
+    precisions = ["fp32", "bf16"] if cuda else ["bf16", "int8", *(["fp32"] if args.fp32 else [])]
+    readers = {s: make_reader(1, s, args.device) for s in precisions}
+    sides = [*peers, *readers]
+    others = [s for s in sides if s != "readtext"]
+
+    def read(side: str, path: str) -> list[tuple[str, float]]:
+        if side in peers:
+            return [(str(t), float(c)) for _, t, c in peer.readtext(path, **peers[side])]
+        return readers[side]([load_for_ocr(path, 2560)], 2560)[0]
 
     rows: list[dict[str, Any]] = []
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-agree-"))
     for seed in args.seeds:
         for k, it in enumerate(write_ocr_set(work / str(seed), args.images, seed)):
+            if cuda and not rows:
+                for side in sides:  # untimed warm-up (CUDA context, cuDNN's kernel choice)
+                    read(side, it.path)
             row: dict[str, Any] = {
                 "seed": seed,
                 "image": Path(it.path).name,
+                "sha256": hashlib.sha256(Path(it.path).read_bytes()).hexdigest()[:16],  # same set on every machine?
                 "concept": it.concept,
                 "shows_word": it.shows_word,
                 "cap_height_percent": it.cap_height_percent,
@@ -75,11 +94,8 @@ def main() -> None:
             }
             for side in sides[k % len(sides) :] + sides[: k % len(sides)]:
                 t0 = time.perf_counter()
-                if side == "readtext":
-                    dets = [(str(t), float(c)) for _, t, c in peer.readtext(it.path)]
-                else:
-                    dets = readers[side]([load_for_ocr(it.path, 2560)], 2560)[0]
-                row[f"{side}_s"] = round(time.perf_counter() - t0, 3)
+                dets = read(side, it.path)
+                row[f"{side}_s"] = round(time.perf_counter() - t0, 4)
                 d = match_text(it.concept, dets, rule)
                 row[side] = d.rejected
                 row[f"{side}_read"] = d.token
@@ -100,24 +116,25 @@ def main() -> None:
 
     total = {s: sum(r[f"{s}_s"] for r in rows) for s in sides}
     result = {
-        "machine": machine(),
+        "machine": machine(gpu_name() if cuda else ""),
+        "device": args.device,
         "seeds": args.seeds,
         "images": len(rows),
         "with_word": sum(r["shows_word"] for r in rows),
         "readtext_rejects": sum(r["readtext"] for r in rows),
         "s_per_image": {s: round(total[s] / len(rows), 3) for s in sides},
         "speedup_vs_readtext_in_process": {s: round(total["readtext"] / total[s], 2) for s in sides},
-        "misses": {s: differ(s, True) for s in readers},
-        "stricter": {s: differ(s, False) for s in readers},
+        "misses": {s: differ(s, True) for s in others},
+        "stricter": {s: differ(s, False) for s in others},
         "rows": rows,
     }
     print(f"{len(rows)} images, {result['with_word']} with a word; readtext rejects {result['readtext_rejects']}")
-    print(f"{'side':8s} {'s/image':>8s} {'speed-up':>8s} {'misses':>7s} {'stricter':>8s}")
+    print(f"{'side':12s} {'s/image':>8s} {'speed-up':>8s} {'misses':>7s} {'stricter':>8s}")
     for s in sides:
         m = len(result["misses"].get(s, []))
         st = len(result["stricter"].get(s, []))
         print(
-            f"{s:8s} {result['s_per_image'][s]:8.2f} {result['speedup_vs_readtext_in_process'][s]:7.2f}x {m:7d} {st:8d}"
+            f"{s:12s} {result['s_per_image'][s]:8.3f} {result['speedup_vs_readtext_in_process'][s]:7.2f}x {m:7d} {st:8d}"
         )
     write_result(args.out, result)
 

@@ -398,3 +398,25 @@ def test_array_preprocess_leaves_other_pipelines_to_torchvision():
     plain = Compose([CenterCrop(32), ToTensor()])
     assert np.array_equal(array_preprocess(plain)(im), plain(im).numpy())
     assert isinstance(array_preprocess(lambda x: torch.zeros(3, 2, 2))(im), np.ndarray)
+
+
+@pytest.mark.parametrize("workers", [1, 3, 8])
+def test_prefetch_keeps_every_loader_thread_busy_and_yields_in_order(workers):
+    """``loader_workers`` threads decode that many batches at once (each load waits at a barrier
+    until ``workers`` loads run together: a bounded look-ahead below that breaks the barrier),
+    and the batches come out in the order of the chunks, whatever order the loads finish in."""
+    import threading
+    import time
+
+    from gavil.models.loading import prefetched
+
+    barrier = threading.Barrier(workers, timeout=10)
+    chunks = list(range(4 * workers))
+
+    def load(c: int) -> int:
+        if c < workers:  # the first ``workers`` chunks must all be in flight together
+            barrier.wait()
+        time.sleep(0.001 * ((c * 7) % 5))  # finish out of order
+        return c * 10
+
+    assert list(prefetched(chunks, load, workers)) == [c * 10 for c in chunks]
