@@ -188,15 +188,10 @@ def release_free_memory() -> None:
 
 
 def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int | None = None):
-    """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks ahead on
-    ``workers`` threads (0 = inline), so image decoding overlaps the model's forward pass.
-
-    ``depth`` (default ``workers + 1``, at least 2) bounds the chunks loaded or waiting at once, so
-    every worker has a chunk while the consumer holds one: with ``depth`` 2 whatever ``workers``,
-    8 loader threads decoded at 2 threads' speed (H100 machine, RN50 on web-sized JPEGs: 104 vs 52
-    images/s, ``benchmarks/clip_device.py``). Memory: ``depth`` loaded chunks.
-
-    Threads, not processes: safe inside Prefect's task threads, where forking is not.
+    """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks (default
+    ``workers + 1``, at least 2: every thread busy; a fixed 2 made 8 threads work like 2,
+    ``benchmarks/clip_device.py``) ahead on ``workers`` threads (0 = inline), so decoding overlaps
+    the forward pass. Threads, not processes: safe inside Prefect's task threads, where forking is not.
     """
     depth = max(2, workers + 1) if depth is None else depth
     if workers <= 0:
