@@ -71,16 +71,26 @@ def web_photo(seed: int, photos: Sequence[Path] | None = None) -> bytes:
     return encode_jpeg(_canvas(rng, photos or sample_photos()), rng)
 
 
-def write_web_photos(folder: Path, n: int, seed: int = 0, names: Sequence[str] | None = None) -> list[Path]:
-    """Write ``n`` web-shaped JPEGs into ``folder`` (``names[i]`` + ``.jpg``, else ``photo-%05d.jpg``)."""
+def _write_one(job: tuple[Path, int, Sequence[Path]]) -> Path:
+    path, seed, photos = job
+    path.write_bytes(web_photo(seed, photos))
+    return path
+
+
+def write_web_photos(
+    folder: Path, n: int, seed: int = 0, names: Sequence[str] | None = None, processes: int = 1
+) -> list[Path]:
+    """Write ``n`` web-shaped JPEGs into ``folder`` (``names[i]`` + ``.jpg``, else ``photo-%05d.jpg``),
+    on ``processes`` processes (the same bytes whatever the number: each file has its own seed)."""
+    from concurrent.futures import ProcessPoolExecutor
+
     folder.mkdir(parents=True, exist_ok=True)
     photos = sample_photos()
-    out = []
-    for i in range(n):
-        path = folder / f"{names[i] if names else f'photo-{i:05d}'}.jpg"
-        path.write_bytes(web_photo(seed * 1_000_003 + i, photos))
-        out.append(path)
-    return out
+    jobs = [(folder / f"{names[i] if names else f'photo-{i:05d}'}.jpg", seed * 1_000_003 + i, photos) for i in range(n)]
+    if processes <= 1:
+        return [_write_one(j) for j in jobs]
+    with ProcessPoolExecutor(processes) as pool:
+        return list(pool.map(_write_one, jobs, chunksize=8))
 
 
 def describe(paths: Sequence[Path]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import gpu_name, machine, write_result  # noqa: E402
-
-
-def _write_photo(job: tuple[int, str]) -> str:
-    from benchmarks._web import web_photo
-
-    i, path = job
-    Path(path).write_bytes(web_photo(i))
-    return path
+from benchmarks._web import write_web_photos  # noqa: E402
 
 
 def main() -> None:
@@ -73,9 +66,8 @@ def main() -> None:
     from PIL import Image
 
     work = Path(tempfile.mkdtemp(prefix="gavil-clip-device-"))
-    jobs = [(i, str(work / f"web{i:05d}.jpg")) for i in range(args.images)]
-    with ProcessPoolExecutor(os.cpu_count()) as pool:
-        paths = list(pool.map(_write_photo, jobs, chunksize=8))
+    names = [f"web{i:05d}" for i in range(args.images)]
+    paths = [str(p) for p in write_web_photos(work, args.images, names=names, processes=os.cpu_count() or 1)]
     sizes = [os.path.getsize(p) for p in paths]
     cores = os.cpu_count() or 1
     spec = ModelSpec("bench", "open_clip", args.model, None)

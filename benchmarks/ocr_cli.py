@@ -13,7 +13,7 @@ Python process that imports its libraries, loads the OCR models, reads every ima
   so the stage and the peer read the very files in the store (``data/crawl/candidates.parquet``,
   rank 1, kept).
 - ``stage``: ``gavil stage ocr_filter`` with the params' defaults (canvas 2,560, ``precision:
-  auto``), its outputs and detection cache removed before each run; ``stage-fp32``, ``stage-auto``,
+  fp32``), its outputs and detection cache removed before each run; ``stage-fp32``, ``stage-auto``,
   ``stage-int8`` ...: the same with ``ocr.precision`` set to each of ``--precisions`` (default
   ``fp32 auto int8``; ``auto`` is bf16 on a CPU with ``avx512_bf16``; none: ``stage``, the params'
   default). ``stage_speedup`` is the default precision's.
