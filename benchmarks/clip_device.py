@@ -59,7 +59,7 @@ def main() -> None:
 
     from gavil.models.loading import ModelSpec, RuntimeOptions, array_preprocess, load_model
     from gavil.models.precision import autocast, channels_last, is_convolutional, resolve
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import open_clip

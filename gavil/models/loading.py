@@ -291,7 +291,7 @@ def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
 
 
 def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import open_clip
@@ -420,7 +420,7 @@ def _text_tower_to_bf16(model: Any) -> None:
 
 
 def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
