@@ -429,7 +429,7 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
 
     from gavil.models.precision import numerics_id, resolve_device
 
-    dev = resolve_device(opt.device)  # text models run fp32 whatever the precision param
+    dev = resolve_device(opt.device)  # text models run in float64 whatever the precision param
     torch.set_num_threads(opt.threads)
     if spec.weights_path:
         if not os.path.isdir(spec.weights_path):
@@ -451,14 +451,16 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
             f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
         )
     sha = checked_sha256(spec, weights_file(folder), f"the folder {folder}")
-    st = SentenceTransformer(folder, device=dev)
+    # float64 forward passes, rounded to float32 at the end: every CPU's kernels (AVX2, AVX-512, another
+    # vendor's BLAS, 1 or N threads) then give the same float32 vector (float32 passes differ in the last bits)
+    st = SentenceTransformer(folder, device=dev).double()
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         from gavil.models.canonical import encode_texts  # fixed-shape batches: a vector depends on its text only
 
         return encode_texts(st, texts)
 
-    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp32", dev), sha)
+    return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp64", dev), sha)
 
 
 _LOADED: dict[tuple[Any, ...], LoadedModel] = {}  # the last model loaded in this process (see load_model)

@@ -33,13 +33,13 @@ def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
     """The ``dvc.yaml`` entry of one stage (no stage code imported); ``params`` resolves the
     ``models`` entries its sections name."""
     writes = [catalog.entry(w) for w in s.writes]
-    out_paths = [e.path for e in writes if getattr(e, "kind", "table") not in ("plot", "journal")]
+    out_paths = [e.path for e in writes if getattr(e, "kind", "table") != "plot" and not e.local]
     outs: list[Any] = []
     plots: list[Any] = []
     for e in writes:
         kind = getattr(e, "kind", "table")
-        if kind == "journal" or _inside(e.path, out_paths):
-            continue  # not a DVC output / covered by a folder output (DVC refuses overlaps)
+        if e.local or _inside(e.path, out_paths):
+            continue  # not a DVC output (a local cache, the journal) / covered by a folder output (DVC refuses overlaps)
         if kind == "plot":
             opts = {**({} if e.cache else {"cache": False}), **getattr(e, "plot", {})}
             plots.append({e.path: opts} if opts else e.path)
@@ -48,7 +48,7 @@ def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
         else:
             outs.append(e.path)
     outs.append({details_path(s.name): {"cache": False}})  # the full metrics, in git
-    inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes]
+    inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes and not catalog.is_local(r)]
     entry: dict[str, Any] = {
         "cmd": f"gavil stage {s.name}",
         "deps": [*code_deps(s), *inputs, *s.external],

@@ -290,7 +290,7 @@ def _run(params: Params) -> Metrics:
     selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
     images = accepted_images(catalog.read_table("ocr"))
-    cache = Cache([str(catalog.path("embeddings"))], str(catalog.path("eval_embeddings", "write")))
+    cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("eval_embeddings", "write"))
     frames, status, shas = [], {}, {}
     rand = np.array(
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
