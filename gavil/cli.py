@@ -169,6 +169,22 @@ def report(out: str = "data/report/index.html") -> None:
     typer.echo(f"wrote {write_report('.', out)}")
 
 
+params_app = typer.Typer(help="Change params.yaml from the shell, checked (docs/params.md lists every key).")
+app.add_typer(params_app, name="params")
+
+
+@params_app.command("set")
+def params_set(
+    pairs: Annotated[list[str], typer.Argument(help="KEY=VALUE pairs: dotted keys, YAML values (e.g. crawl.top_n=3)")],
+    params: str = "params.yaml",
+) -> None:
+    """Set params.yaml keys (validated first, comments kept) and regenerate dvc.yaml when a stage's inputs change."""
+    from gavil.params.edit import set_params
+
+    for line in set_params(params, pairs):
+        typer.echo(line)
+
+
 game_app = typer.Typer(help='The collection game (README "Collecting annotations").', invoke_without_command=True)
 app.add_typer(game_app, name="game")
 

@@ -12,6 +12,7 @@ not track."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,35 @@ from gavil.pipeline.registry import STAGES, StageSpec, spec
 
 def _inside(path: str, others: list[str]) -> bool:
     return any(path != o and Path(path).is_relative_to(o) for o in others)
+
+
+_REF = re.compile(r"\$\{([a-z_]+(?:\.[a-z_]+)+)\}")
+
+
+def resolve_external(template: str, params: Params) -> str | None:
+    """An outside input path of a stage (``"${paper.release_dir}/${paper.captions_file}"``) with the params'
+    values put in; None when a value it names is empty or null (that input is switched off: an empty
+    ``annotations.release_dir`` means no release), so ``dvc.yaml`` never lists an empty path."""
+    values = params.model_dump()
+    empty = False
+
+    def value(m: re.Match[str]) -> str:
+        nonlocal empty
+        v: Any = values
+        for part in m.group(1).split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if v in (None, ""):
+            empty = True
+            return ""
+        return str(v)
+
+    path = _REF.sub(value, template)
+    return None if empty else path
+
+
+def externals(s: StageSpec, params: Params) -> list[str]:
+    """The stage's outside inputs as paths (:func:`resolve_external`), switched-off ones left out."""
+    return [p for t in s.external if (p := resolve_external(t, params)) is not None]
 
 
 def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
@@ -51,7 +81,7 @@ def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
     inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes and not catalog.is_local(r)]
     entry: dict[str, Any] = {
         "cmd": f"gavil stage {s.name}",
-        "deps": [*code_deps(s), *inputs, *s.external],
+        "deps": [*code_deps(s), *inputs, *externals(s, params)],
         "params": s.param_keys(params),
         "outs": outs,
         "metrics": [{s.metrics: {"cache": False}}],
@@ -70,6 +100,13 @@ def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
     return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
+def _matches(template: str, path: str) -> bool:
+    """Whether ``path`` could be ``template`` with some values (the template's fixed text around its
+    references); used to find the path an older ``dvc.yaml`` lists for a stage's outside input."""
+    pattern = "".join(".+" if i % 2 else re.escape(part) for i, part in enumerate(_REF.split(template)))
+    return re.fullmatch(pattern, path) is not None
+
+
 def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | os.PathLike = "params.yaml") -> Path:
     """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
@@ -79,15 +116,27 @@ def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | 
 
 def check_stage_params(name: str, params: Params, path: str | os.PathLike = "dvc.yaml") -> None:
     """Refuse to run stage ``name`` when ``dvc.yaml`` (if there is one) does not list exactly the
-    params it reads under ``params`` (a ``models`` reference changed since it was generated).
+    params it reads under ``params`` (a ``models`` reference changed since it was generated), or not
+    exactly the outside inputs ``params`` names (``ingest.path``, ``crawl.local_dir``, the release).
 
     Raises:
-        ParamsError: one line naming a key and the fix (``gavil dvc-yaml --write``).
+        ParamsError: one line naming a key or path and the fix (``gavil dvc-yaml --write``).
     """
     p = Path(path)
     if not p.is_file():
         return
-    listed = (yaml.safe_load(p.read_text()) or {}).get("stages", {}).get(name, {}).get("params", [])
+    stage = (yaml.safe_load(p.read_text()) or {}).get("stages", {}).get(name, {})
+    deps = set(stage.get("deps", []))
+    for t in spec(name).external:
+        now = resolve_external(t, params)
+        listed_ext = [d for d in deps if _matches(t, d)]
+        if (now is None and listed_ext) or (now is not None and now not in deps):
+            what = f"{listed_ext[0]!r}" if listed_ext else "no path"
+            raise ParamsError(
+                f"{p} lists {what} for stage {name}'s input {t}, but params.yaml says {now or 'none'!r}: "
+                "run `gavil dvc-yaml --write` (`gavil params set` does it for you), so DVC tracks that input"
+            )
+    listed = stage.get("params", [])
     want = spec(name).param_keys(params)
     missing, extra = [k for k in want if k not in listed], [k for k in listed if k not in want]
     if missing or extra:
