@@ -92,3 +92,35 @@ def test_changing_an_input_path_or_adding_a_model_rewrites_dvc_yaml(project):
     )
     dvc = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     assert "models.my-text.model" in dvc["evaluate"]["params"]
+
+
+def test_a_stage_refuses_while_dvc_yaml_lists_other_inputs_than_params_yaml(project):
+    """A hand edit of an input path without regenerating dvc.yaml: the stage stops with the fix before
+    DVC could record outputs against inputs it did not track; after `gavil dvc-yaml --write` it runs."""
+    from gavil.pipeline.dvc import check_stage_params, write_dvc_yaml
+
+    for stage in ("ingest_concepts", "crawl_images", "import_annotations", "evaluate"):
+        check_stage_params(stage, load_params(project / "params.yaml"), project / "dvc.yaml")
+    text = (project / "params.yaml").read_text()
+    cases = [
+        (
+            "ingest_concepts",
+            "path: data/sample/winogavil/swow.csv",
+            "path: my/swow.tsv",
+            "lists 'data/sample/winogavil/swow.csv' .* where params.yaml names 'my/swow.tsv'",
+        ),
+        (
+            "import_annotations",
+            "release_dir: data/sample/winogavil",
+            "release_dir: ''",
+            "lists 'data/sample/winogavil' .* no longer names",
+        ),
+    ]
+    for stage, old, new, says in cases:
+        (project / "params.yaml").write_text(text.replace(old, new, 1))
+        with pytest.raises(ParamsError, match=f"{says}.*gavil dvc-yaml --write"):
+            check_stage_params(stage, load_params(project / "params.yaml"), project / "dvc.yaml")
+        write_dvc_yaml(project / "dvc.yaml", project / "params.yaml")
+        check_stage_params(stage, load_params(project / "params.yaml"), project / "dvc.yaml")
+        (project / "params.yaml").write_text(text)
+        write_dvc_yaml(project / "dvc.yaml", project / "params.yaml")

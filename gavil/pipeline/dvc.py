@@ -100,13 +100,6 @@ def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
     return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
-def _matches(template: str, path: str) -> bool:
-    """Whether ``path`` could be ``template`` with some values (the template's fixed text around its
-    references); used to find the path an older ``dvc.yaml`` lists for a stage's outside input."""
-    pattern = "".join(".+" if i % 2 else re.escape(part) for i, part in enumerate(_REF.split(template)))
-    return re.fullmatch(pattern, path) is not None
-
-
 def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | os.PathLike = "params.yaml") -> Path:
     """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
@@ -126,16 +119,23 @@ def check_stage_params(name: str, params: Params, path: str | os.PathLike = "dvc
     if not p.is_file():
         return
     stage = (yaml.safe_load(p.read_text()) or {}).get("stages", {}).get(name, {})
-    deps = set(stage.get("deps", []))
-    for t in spec(name).external:
-        now = resolve_external(t, params)
-        listed_ext = [d for d in deps if _matches(t, d)]
-        if (now is None and listed_ext) or (now is not None and now not in deps):
-            what = f"{listed_ext[0]!r}" if listed_ext else "no path"
-            raise ParamsError(
-                f"{p} lists {what} for stage {name}'s input {t}, but params.yaml says {now or 'none'!r}: "
-                "run `gavil dvc-yaml --write` (`gavil params set` does it for you), so DVC tracks that input"
-            )
+    s = spec(name)
+    known = {*code_deps(s), *(catalog.entry(r).path for r in s.reads if r not in s.writes and not catalog.is_local(r))}
+    listed_ext = [d for d in stage.get("deps", []) if d not in known]  # what dvc.yaml lists as outside inputs
+    want_ext = externals(s, params)
+    if sorted(listed_ext) != sorted(want_ext):
+        gone = [d for d in listed_ext if d not in want_ext]
+        new = [d for d in want_ext if d not in listed_ext]
+        if gone and new:
+            what = f"lists {gone[0]!r} as an input of stage {name} where params.yaml names {new[0]!r}"
+        elif gone:
+            what = f"lists {gone[0]!r} as an input of stage {name}, which params.yaml no longer names"
+        else:
+            what = f"does not list {new[0]!r}, an input of stage {name} in params.yaml"
+        raise ParamsError(
+            f"{p} {what}: run `gavil dvc-yaml --write` (`gavil params set` does it for you), "
+            "so DVC tracks the inputs the stage reads"
+        )
     listed = stage.get("params", [])
     want = spec(name).param_keys(params)
     missing, extra = [k for k in want if k not in listed], [k for k in listed if k not in want]
