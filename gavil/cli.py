@@ -139,7 +139,10 @@ def query(
     try:
         rel = con.sql(sql)
     except duckdb.Error as e:
-        typer.echo(f"query failed: {e}\nviews: {', '.join(table_files())}", err=True)
+        from gavil.query import missing_table_hint
+
+        hint = missing_table_hint(str(e))
+        typer.echo(hint or f"query failed: {e}\nviews: {', '.join(table_files())}", err=True)
         raise typer.Exit(2) from e
     if rel is None:
         return

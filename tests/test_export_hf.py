@@ -356,6 +356,18 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
+def test_the_export_reproduces_the_release_files_byte_for_byte(readme_project):
+    """benchmark.csv and the three split files, built by the real stages from the sample release."""
+    pairs = [
+        ("benchmark.csv", "winogavil_dataset.csv"),
+        *((f, f) for f in ("game_5_6.csv", "game_10_12.csv", "swow.csv")),
+    ]
+    for ours, theirs in pairs:
+        built = (readme_project / "data/export" / ours).read_bytes()
+        assert built == (readme_project / "data/sample/winogavil" / theirs).read_bytes(), ours
+
+
+@pytest.mark.slow
 def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(readme_project, tmp_path):
     """The README's Python block, verbatim, in a fresh interpreter in the project folder, scores the 8
     release instances whose candidates all have a sample image; on every one it picks the same top-K as
