@@ -188,7 +188,7 @@ def params_set(
         typer.echo(line)
 
 
-game_app = typer.Typer(help='The collection game (README "Collecting annotations").', invoke_without_command=True)
+game_app = typer.Typer(help='The collection game (docs/game.md).', invoke_without_command=True)
 app.add_typer(game_app, name="game")
 
 

@@ -61,7 +61,7 @@ def _free_port() -> int:
 
 
 def readme_prefect_block() -> str:
-    """The bash block of README "Prefect" that serves the deployments."""
+    """The bash block of docs/prefect.md that serves the deployments."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("\n## Prefect\n") :]
     section = section[: section.index("\n## ", 1)]

@@ -159,7 +159,7 @@ def limit_malloc_arenas(max_arenas: int = 2) -> bool:
     """Cap glibc malloc arenas (like ``MALLOC_ARENA_MAX``, which only works before start-up).
 
     Decoding on threads while the main thread frees the tensors fragments one arena per thread;
-    at scale that roughly doubled peak RSS (README "Performance"). No-op (False) where glibc is absent.
+    at scale that roughly doubled peak RSS (docs/benchmarks.md). No-op (False) where glibc is absent.
     """
     import ctypes
     import ctypes.util

@@ -133,7 +133,7 @@ STAGES: tuple[StageSpec, ...] = (
         "import_annotations",
         writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
         params=("annotations", "profanity", "game.store_dir"),
-        # the game's store folder: new game data re-runs the import (README "Collecting annotations")
+        # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
     StageSpec(
