@@ -58,7 +58,8 @@ def main() -> None:
     import torch
 
     from gavil.compat.torchvision_bridge import ensure_torchvision
-    from gavil.models.loading import ModelSpec, RuntimeOptions, array_preprocess, load_model
+    from gavil.models.image_input import array_preprocess
+    from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from gavil.models.precision import autocast, channels_last, is_convolutional, resolve
 
     ensure_torchvision()

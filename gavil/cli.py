@@ -183,12 +183,16 @@ def params_set(
 ) -> None:
     """Set params.yaml keys (validated first, comments kept) and regenerate dvc.yaml when a stage's inputs change."""
     from gavil.params.edit import set_params
+    from gavil.pipeline.dvc import refresh_dvc_yaml
 
     for line in set_params(params, pairs):
         typer.echo(line)
+    dvc_yaml = Path(params).parent / "dvc.yaml"
+    if refresh_dvc_yaml(dvc_yaml, params):
+        typer.echo(f"wrote {dvc_yaml} (what the stages depend on changed)")
 
 
-game_app = typer.Typer(help='The collection game (docs/game.md).', invoke_without_command=True)
+game_app = typer.Typer(help="The collection game (docs/game.md).", invoke_without_command=True)
 app.add_typer(game_app, name="game")
 
 

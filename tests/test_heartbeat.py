@@ -35,9 +35,7 @@ print("done", flush=True)
 def test_a_silent_step_on_a_loaded_machine_still_prints_every_10_s(tmp_path):
     """Two busy processes share the cores; the stage prints nothing itself for 24 s; the longest gap
     between console lines stays under 10 s (plus a second of scheduling slack)."""
-    busy = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(2, os.cpu_count() or 2))
-    ]
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(max(2, os.cpu_count() or 2))]
     try:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(

@@ -43,7 +43,7 @@ def test_setting_every_key_to_its_own_value_changes_at_most_its_own_line(project
         dump = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
         pair = ".".join(map(str, key)) + "=" + dump
         try:
-            set_params(project / "params.yaml", [pair], dvc_yaml=None)
+            set_params(project / "params.yaml", [pair])
         except ParamsError as e:  # inside an inline {...} mapping or a multi-line value: refused, never mangled
             assert "edit params.yaml" in str(e) or "set the parent whole" in str(e), (key, e)
             continue
@@ -80,8 +80,11 @@ def test_a_bad_value_writes_nothing_and_names_the_key(project):
 
 
 def test_changing_an_input_path_or_adding_a_model_rewrites_dvc_yaml(project):
-    out = set_params(project / "params.yaml", ["ingest.path=my/swow.tsv", "annotations.release_dir="])
-    assert out[-1].startswith("wrote")
+    from gavil.pipeline.dvc import refresh_dvc_yaml
+
+    set_params(project / "params.yaml", ["ingest.path=my/swow.tsv", "annotations.release_dir="])
+    assert refresh_dvc_yaml(project / "dvc.yaml", project / "params.yaml")
+    assert not refresh_dvc_yaml(project / "dvc.yaml", project / "params.yaml")  # current now
     dvc = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     assert "my/swow.tsv" in dvc["ingest_concepts"]["deps"]
     assert "data/sample/winogavil" not in dvc["import_annotations"]["deps"]  # switched off: no empty path
@@ -90,6 +93,7 @@ def test_changing_an_input_path_or_adding_a_model_rewrites_dvc_yaml(project):
         project / "params.yaml",
         ["models.my-text={kind: text, model: all-MiniLM-L6-v2}", "evaluate.models=[text-minilm-l6, my-text]"],
     )
+    assert refresh_dvc_yaml(project / "dvc.yaml", project / "params.yaml")
     dvc = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     assert "models.my-text.model" in dvc["evaluate"]["params"]
 

@@ -4,9 +4,9 @@ Each ``KEY`` is a dotted key of ``params.yaml`` (``ingest.path``, ``crawl.local_
 ``models.my-clip.model``); each ``VALUE`` is read as YAML (``0.9``, ``null``, ``""``, ``[a, b]``,
 ``{kind: text, model: all-MiniLM-L6-v2}``). The whole file is validated with the new values before
 anything is written (the one-line error of :func:`gavil.params.parse_params` otherwise), written
-atomically with its comments and layout (ruamel.yaml round trip), and ``dvc.yaml`` is regenerated
-when the change alters what a stage depends on (an input path, a model entry a stage names), so
-the next ``dvc repro`` runs exactly the stages the change affects.
+atomically with its comments and layout; ``gavil params set`` then regenerates ``dvc.yaml`` when the
+change alters what a stage depends on (:func:`gavil.pipeline.dvc.refresh_dvc_yaml`: an input path, a
+model entry a stage names), so the next ``dvc repro`` runs exactly the stages the change affects.
 """
 
 from __future__ import annotations
@@ -156,16 +156,14 @@ def _comment_start(line: str, col: int) -> int | None:
     return None
 
 
-def set_params(path: str | os.PathLike, pairs: Sequence[str], dvc_yaml: str | os.PathLike | None = "") -> list[str]:
+def set_params(path: str | os.PathLike, pairs: Sequence[str]) -> list[str]:
     """Set each ``KEY=VALUE`` of ``pairs`` in the params file at ``path`` (see the module docstring).
 
     Only the value is rewritten, in place: the rest of its line, its comment and every other line stay
     as they are (:func:`_set_one`).
 
-    ``dvc_yaml``: the ``dvc.yaml`` to regenerate ("": the one beside the params file; None: none).
-
     Returns:
-        What was done, one line each (``ingest.path: 'a' -> 'b'``, ``wrote dvc.yaml``).
+        What was done, one line each (``ingest.path: 'a' -> 'b'``).
 
     Raises:
         ParamsError: a malformed pair, a key whose parent is not a mapping, or params that do not
@@ -185,14 +183,4 @@ def set_params(path: str | os.PathLike, pairs: Sequence[str], dvc_yaml: str | os
     with atomic_path(p, ".yaml") as tmp:
         tmp.write_text(text, encoding="utf-8")
     load_params(p)
-    if dvc_yaml == "":
-        dvc_yaml = p.parent / "dvc.yaml"
-    if dvc_yaml is not None and Path(dvc_yaml).is_file():
-        from gavil.pipeline.dvc import dvc_yaml as generate
-
-        new = generate(p)
-        if Path(dvc_yaml).read_text(encoding="utf-8") != new:
-            with atomic_path(dvc_yaml, ".yaml") as tmp:
-                tmp.write_text(new, encoding="utf-8")
-            done.append(f"wrote {dvc_yaml} (what the stages depend on changed)")
     return done

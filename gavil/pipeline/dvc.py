@@ -100,6 +100,21 @@ def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
     return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
+def refresh_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: str | os.PathLike = "params.yaml") -> bool:
+    """Rewrite ``path`` (if it exists) when ``params`` makes it differ; returns whether it was rewritten."""
+    from gavil.io import atomic_path
+
+    p = Path(path)
+    if not p.is_file():
+        return False
+    new = dvc_yaml(params)
+    if p.read_text(encoding="utf-8") == new:
+        return False
+    with atomic_path(p, ".yaml") as tmp:
+        tmp.write_text(new, encoding="utf-8")
+    return True
+
+
 def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | os.PathLike = "params.yaml") -> Path:
     """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
