@@ -192,6 +192,24 @@ def params_set(
         typer.echo(f"wrote {dvc_yaml} (what the stages depend on changed)")
 
 
+ledger_app = typer.Typer(help="The permanent ID ledger (docs/annotations.md \"Permanent IDs\").")
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("new")
+def ledger_new(
+    force: Annotated[bool, typer.Option("--force", help="even if the ledger has changes git does not hold")] = False,
+) -> None:
+    """Start a new benchmark's permanent IDs: an empty ID ledger and no annotator-key fingerprint.
+
+    The ledger and the fingerprint are in git, so the old ones stay in its history. Refused while the
+    ledger has changes git does not hold (they would be lost), unless --force."""
+    from gavil.pipeline.ledger import start_new_ledger
+
+    for line in start_new_ledger(Path("."), force=force):
+        typer.echo(line)
+
+
 game_app = typer.Typer(help="The collection game (docs/game.md).", invoke_without_command=True)
 app.add_typer(game_app, name="game")
 
