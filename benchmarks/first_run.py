@@ -1,6 +1,6 @@
 """The README's first command, as a new user runs it: a fresh clone, a fresh venv, an empty user cache.
 
-Runs the first ``bash`` block of the README's "Set-up on a fresh machine" section verbatim (its
+Runs the first ``bash`` block of the README's "Set-up" section verbatim (its
 ``&&`` parts one after another in one shell, stopping at the first failure) in a fresh ``git clone``
 of this repository's HEAD, then checks that ``git status`` shows no change: the outputs (``dvc.lock``,
 the metrics files) are a function of the commit alone, whatever else ran on the machine before.
@@ -50,15 +50,15 @@ from benchmarks._common import machine, write_result  # noqa: E402
 
 
 def readme_first_command(readme: Path = ROOT / "README.md") -> str:
-    """The first fenced ``bash`` block after the README's "Set-up on a fresh machine" heading (one line).
+    """The first fenced ``bash`` block after the README's "Set-up" heading (one line).
 
     Raises:
         SystemExit: the section or its code block is missing.
     """
     text = readme.read_text()
-    m = re.search(r"^## Set-up on a fresh machine.*?```bash\n(.*?)\n```", text, flags=re.S | re.M)
+    m = re.search(r"^## Set-up\b.*?```bash\n(.*?)\n```", text, flags=re.S | re.M)
     if not m or "\n" in m.group(1).strip():
-        raise SystemExit("README.md: no one-line ```bash block under '## Set-up on a fresh machine'")
+        raise SystemExit("README.md: no one-line ```bash block under '## Set-up'")
     return m.group(1).strip()
 
 
