@@ -29,7 +29,7 @@ most photos), with one EasyOCR Reader per process; at the default ``ocr.precisio
 ``readtext`` reads (tests/test_ocr.py), and its saving is the detection cache: raw detections are
 cached by (image sha256, canvas size, engine: EasyOCR version, input and resolved
 precision/device), so a rule change or a crawl of new concepts only reads new images. Faster
-settings change decisions, measured in docs/benchmarks.md (issue 27): a smaller canvas misses
+settings change decisions, measured in docs/benchmarks.md: a smaller canvas misses
 small words; ``ocr.precision`` ``auto``/``bf16`` runs CRAFT under bf16 autocast, channels-last, and
 ``int8`` quantized on the CPU (:mod:`gavil.models.craft`), each of which let a word through that
 ``readtext`` read. Images of the same downscaled shape are detected in batches of

@@ -19,8 +19,8 @@ class OcrParams(Section):
     # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively) | int8 (CPU only, opt-in,
     # gavil/models/craft.py). fp32 is the default because it is the one that misses nothing
     # readtext reads (the very same computation, tests/test_ocr.py); on the OCR benchmark set bf16
-    # and int8 each let through a word readtext read (benchmarks/ocr_agreement.py; issue 27's rule:
-    # "the default is the one that misses nothing")
+    # and int8 each let through a word readtext read (benchmarks/ocr_agreement.py; the default is
+    # the setting that misses nothing)
     precision: OcrPrecision = "fp32"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
     # 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per image
