@@ -192,7 +192,7 @@ def params_set(
         typer.echo(f"wrote {dvc_yaml} (what the stages depend on changed)")
 
 
-ledger_app = typer.Typer(help="The permanent ID ledger (docs/annotations.md \"Permanent IDs\").")
+ledger_app = typer.Typer(help='The permanent ID ledger (docs/annotations.md "Permanent IDs").')
 app.add_typer(ledger_app, name="ledger")
 
 

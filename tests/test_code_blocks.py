@@ -196,11 +196,18 @@ def _run_with_servers(text: str, cwd: Path, env: dict[str, str]) -> list[str]:
     [(p, i, lang, t) for p, i, lang, t in blocks() if _kind(p, lang, t) == "sample"],
     ids=lambda v: v if isinstance(v, (str, int)) and not str(v).count("\n") else None,
 )
-def test_every_shell_and_python_block_runs_in_the_sample_project(page, index, lang, text, sample_copy, tmp_path):
+def test_every_shell_and_python_block_runs_in_the_sample_project(page, index, lang, text, request, tmp_path):
     """Word for word, in a private copy of the built sample project (git, DVC cache and outputs): what a
-    reader who ran the first set-up command has. A YAML block just above it on the same page (the edit
-    it follows) is applied first."""
+    reader who ran the first set-up command has (a block that reads the export's dataset gets the
+    sample built with the README's images, whose dataset has instances). A YAML block just above it on
+    the same page (the edit it follows) is applied first."""
+    import shutil
+
     env = _env(tmp_path)
+    if "data/export/dataset" in text:
+        sample_copy = shutil.copytree(request.getfixturevalue("export_build"), tmp_path / "proj")
+    else:
+        sample_copy = request.getfixturevalue("sample_copy")
     before = [t for p, i, lang_, t in blocks() if p == page and i == index - 1 and lang_ == "yaml"]
     if before:
         params = sample_copy / "params.yaml"
