@@ -41,10 +41,24 @@ def blocks() -> list[tuple[str, int, str, str]]:
     return out
 
 
+def _uncomment(line: str) -> str:
+    """``line`` without its trailing ``# comment`` (a ``#`` after a blank, outside quotes), as bash reads it."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
 def _commands(text: str) -> list[str]:
-    """The block's commands: lines that are not blank or comments, continuation lines joined."""
+    """The block's commands: lines that are not blank or comments, continuation lines joined, trailing
+    comments left out."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [c for line in joined.splitlines() if (c := _uncomment(line.strip()))]
 
 
 # ------------------------------------------------------------------ blocks other tests run verbatim
