@@ -27,6 +27,7 @@ from gavil.domain.vocabulary import (
     RELEASE_DATASET_COLUMNS,
     RELEASE_GAME_COLUMNS,
     RELEASE_SWOW_COLUMNS,
+    name_key,
     normalize_name,
 )
 from gavil.domain.winogavil import k_is_valid
@@ -50,8 +51,9 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
     Each name must pass the word policy (:func:`gavil.domain.names.clean_word` with phrases: letters and
     marks, internal hyphens/apostrophes, single spaces; no invisible character; one script; at
     most :data:`gavil.domain.names.MAX_WORD` code points) and is taken in its NFKC form.
-    Names in it must be distinct after :func:`gavil.domain.vocabulary.normalize_name` (NFC, trimmed,
-    case-folded): ``["Dog", "dog"]`` is a RowError. With ``normalize`` the normalised names are
+    Names in it must be distinct by :func:`gavil.domain.vocabulary.name_key` (the TR39 skeleton after
+    NFKC and case folding): ``["Dog", "dog"]`` and ``["dog's", "dog’s"]`` are a RowError. With
+    ``normalize`` the stored forms (:func:`gavil.domain.vocabulary.normalize_name`) are
     returned (raw annotations are stored in that form); otherwise the stripped names as given
     (released files are kept as published).
     """
@@ -66,11 +68,13 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
         value = [clean_word(v, f"{column[:-1]} name", phrase=True) for v in value]
     except NameError_ as e:
         raise RowError(str(e)) from None
-    names = [normalize_name(v) for v in value]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    keys = [name_key(v) for v in value]
+    dup = sorted({v for v, k in zip(value, keys) if keys.count(k) > 1})
     if dup:
-        raise RowError(f"{column} contain duplicates after normalisation (NFKC, trimmed, case-folded): {dup}")
-    return names if normalize else value
+        raise RowError(
+            f"{column} contain duplicates: {dup} are one name (TR39 confusable skeleton after NFKC and case folding)"
+        )
+    return [normalize_name(v) for v in value] if normalize else value
 
 
 def parse_id(value: object, column: str) -> str:
@@ -255,7 +259,6 @@ class ImportState:
     instances: list[dict[str, Any]] = field(default_factory=list)
     solves: list[dict[str, Any]] = field(default_factory=list)
     rejects: list[dict[str, Any]] = field(default_factory=list)
-    seen_raw_content: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
     by_uid: dict[str, dict[str, Any]] = field(default_factory=dict)
     solved: set[tuple[str, str]] = field(default_factory=set)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -291,18 +294,18 @@ class ImportState:
 def check_instance_shape(
     candidates: list[str], associations: list[str], k: int | None = None, n: int | None = None
 ) -> None:
-    """The game's shape rules (N, K, associations among the candidates), names compared after
-    :func:`gavil.domain.vocabulary.normalize_name`."""
-    if len({normalize_name(c) for c in candidates}) != len(candidates):
+    """The game's shape rules (N, K, associations among the candidates), names compared by
+    :func:`gavil.domain.vocabulary.name_key`."""
+    if len({name_key(c) for c in candidates}) != len(candidates):
         raise RowError("candidates contain duplicates")
     if len(candidates) not in CANDIDATE_SIZES:
         raise RowError(f"{len(candidates)} candidates; must be one of {CANDIDATE_SIZES}")
     if n is not None and n != len(candidates):
         raise RowError(f"num_candidates={n} but {len(candidates)} candidates")
-    if len({normalize_name(a) for a in associations}) != len(associations):
+    if len({name_key(a) for a in associations}) != len(associations):
         raise RowError("associations contain duplicates")
-    names = {normalize_name(c) for c in candidates}
-    extra = [a for a in associations if normalize_name(a) not in names]
+    names = {name_key(c) for c in candidates}
+    extra = [a for a in associations if name_key(a) not in names]
     if extra:
         raise RowError(f"associations {extra} are not among the candidates")
     if k is not None and k != len(associations):

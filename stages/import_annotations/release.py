@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gavil.domain.names import NameError_, clean_word
-from gavil.domain.vocabulary import normalize_name
+from gavil.domain.vocabulary import name_key
 from stages.import_annotations.records import (
     DATASET_HEADER,
     GAME_HEADER,
@@ -56,8 +56,8 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
             if "num_candidates" in rec:
                 n = parse_int(rec["num_candidates"], "num_candidates")
             check_instance_shape(cands, assoc, k, n)
-            spelled = {normalize_name(c): c for c in cands}
-            assoc = [spelled[normalize_name(a)] for a in assoc]  # as the candidate list spells it
+            spelled = {name_key(c): c for c in cands}
+            assoc = [spelled[name_key(a)] for a in assoc]  # as the candidate list spells it
             rid = parse_int(rec["ID"], "ID")
             if rid < 0:
                 raise RowError(f"ID {rid} is negative")

@@ -1,0 +1,95 @@
+"""One content, one ID: an instance's content identifies it across every source (released files, raw
+and crowd batches, the game), whatever the order they are imported in.
+
+An instance's **content** is its cue, its candidate set and its association set, each name in its
+comparison form (:func:`gavil.domain.vocabulary.name_key`: the TR39 skeleton after NFKC and case
+folding), so ``dog's`` over some images and ``dog’s`` over the same images are one content. Rules
+(:func:`mark_duplicates`), applied to a selection in canonical order
+(:func:`stages.select_instances.ledger.canonical_order`, which no input order changes):
+
+1. Published content keeps its ID: every instance the ID ledger published (retired ones included)
+   and every released instance claims its content first. The release's own twins (28 pairs of
+   released rows share one content) are published as released and stay.
+2. Any other instance with claimed content is a ``duplicate`` whose reason names the instance it
+   copies (its dataset and ``ID`` once it has one).
+3. Among new instances (raw, crowd, game rows not yet published), a cue given twice for one
+   candidate set is one creation (paper §2: a new cue for the candidates), whatever the
+   associations: the first in canonical order is kept, the others are duplicates.
+
+A duplicate gets no split ID and never enters the ledger; its answers are kept in ``solves``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gavil.domain.vocabulary import name_key
+
+#: Selection statuses a duplicate can replace (an instance not yet published and not rejected).
+OPEN = frozenset({"selected", "below_threshold", "insufficient_solvers", "profane_cue"})
+
+
+def content_key(cue: str, candidates: list[str], associations: list[str]) -> str:
+    """The content of an instance as one string: cue, sorted candidate set, sorted association set,
+    each name by :func:`gavil.domain.vocabulary.name_key` (joined with control characters that no
+    name holds)."""
+    names = lambda xs: "\x1e".join(sorted({name_key(x) for x in xs}))  # noqa: E731
+    return "\x1f".join((name_key(cue), names(candidates), names(associations)))
+
+
+def cue_set_key(cue: str, candidates: list[str]) -> str:
+    """The cue and the candidate set (rule 3)."""
+    return "\x1f".join((name_key(cue), "\x1e".join(sorted({name_key(x) for x in candidates}))))
+
+
+def _owner(row: dict[str, Any]) -> dict[str, Any]:
+    return {"uid": row["instance_uid"], "dataset": row["dataset"], "ID": row.get("ID"), "cue": row["cue"]}
+
+
+def mark_duplicates(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Apply the module's rules to ``rows`` (selection rows in canonical order, changed in place:
+    ``status`` becomes ``duplicate``); ``published``: the ledger rows with an ``ID``.
+
+    Returns row index -> the owner it copies (``uid``, ``dataset``, ``ID`` or None, ``cue``), for
+    :func:`duplicate_reason` once this build's IDs are known."""
+    claims: dict[str, dict[str, Any]] = {}
+    twins: dict[str, dict[str, Any]] = {}
+    for r in sorted(published, key=lambda r: (r["dataset"], int(r["ID"]))):
+        claims.setdefault(content_key(r["cue"], r["candidates"], r["associations"]), _owner(r))
+        if r["origin"] != "release":
+            twins.setdefault(cue_set_key(r["cue"], r["candidates"]), _owner(r))
+    for r in rows:
+        if r["status"] != "rejected" and (r["origin"] == "release" or r.get("ID") is not None):
+            claims.setdefault(content_key(r["cue"], r["candidates"], r["associations"]), _owner(r))
+    dups: dict[int, dict[str, Any]] = {}
+    for i, r in enumerate(rows):
+        if r["status"] not in OPEN or r["origin"] == "release" or r.get("ID") is not None:
+            continue
+        ck, tk = content_key(r["cue"], r["candidates"], r["associations"]), cue_set_key(r["cue"], r["candidates"])
+        uid, same = r["instance_uid"], True
+        owner = claims.get(ck)
+        if owner is None or owner["uid"] == uid:
+            owner, same = twins.get(tk), False
+            if owner is None or owner["uid"] == uid:
+                claims.setdefault(ck, _owner(r))
+                twins.setdefault(tk, _owner(r))
+                continue
+        dups[i] = owner | {"same_content": same}
+        r["status"] = "duplicate"
+    return dups
+
+
+def duplicate_reason(owner: dict[str, Any], ids: dict[str, tuple[str, int]]) -> str:
+    """The reason of a duplicate of ``owner`` (:func:`mark_duplicates`); ``ids``: instance_uid ->
+    (dataset, ID) of every instance with an ID after this build."""
+    got = ids.get(owner["uid"])
+    named = f"{got[0]} ID {got[1]} ({owner['uid']})" if got else f"instance {owner['uid']} (no ID yet)"
+    if owner["same_content"]:
+        return (
+            f"duplicate of {named}: same content (cue {owner['cue']!r}, candidate set, association set, "
+            "compared by TR39 skeleton); a copy from any source is not a new instance"
+        )
+    return (
+        f"duplicate of {named}: cue {owner['cue']!r} was already given for these candidates "
+        "(compared by TR39 skeleton); a new instance needs a new cue"
+    )
