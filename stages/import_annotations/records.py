@@ -72,7 +72,8 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
     dup = sorted({v for v, k in zip(value, keys) if keys.count(k) > 1})
     if dup:
         raise RowError(
-            f"{column} contain duplicates: {dup} are one name (TR39 confusable skeleton after NFKC and case folding)"
+            f"{column} contain duplicates after normalisation (NFKC, case folding, TR39 confusable skeleton): "
+            f"{dup} are one name"
         )
     return [normalize_name(v) for v in value] if normalize else value
 

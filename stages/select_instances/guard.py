@@ -77,7 +77,9 @@ def read_published(path: Path) -> list[tuple[str, int, str]] | None:
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise LedgerError(f"{path.as_posix()} cannot be read ({e}): {_restore(path)}") from None
     if not rows or rows[0] != PUBLISHED_HEADER:
-        raise LedgerError(f"{path.as_posix()} does not start with the header {','.join(PUBLISHED_HEADER)}: {_restore(path)}")
+        raise LedgerError(
+            f"{path.as_posix()} does not start with the header {','.join(PUBLISHED_HEADER)}: {_restore(path)}"
+        )
     out: list[tuple[str, int, str]] = []
     for n, r in enumerate(rows[1:], start=2):
         if len(r) != 3 or not r[1].isdigit() or not _FP.fullmatch(r[2]) or not r[0]:
