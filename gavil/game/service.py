@@ -5,16 +5,16 @@ Inputs are validated with the import's rules (:func:`gavil.domain.vocabulary.cle
 import would flag), so whatever the game stores, ``import_annotations`` accepts. Players pick images by position;
 names never travel to the browser.
 
-Only served work counts. ``GET /api/solve`` *leases* one association to the player (a row in the store: lease id,
-player, instance, issued, expires after ``game.lease_s``); an answer must name a live lease of its own player, and
+Only served work counts. ``POST /api/solve/task`` *leases* one association to the player (a store row: lease
+id, player, instance, issued, expires after ``game.lease_s``; ``GET /api/solve`` only reads the player's live
+lease); an answer must name a live lease of its own player, and
 consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
 the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
 closest to done first, then the oldest. A player holds at most one live lease (they get it again until they answer or
 it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
 
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
-(:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for everyone, as many
-accounts as they like (a trusted lab only).
+(:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
 
 The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
 (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
@@ -143,8 +143,7 @@ class Game:
             con = self._local.con = connect(self.store, create=False)
         return con
 
-    def paused(self) -> bool:
-        """Whether the operator paused submissions (in memory: no store read)."""
+    def paused(self) -> bool:  # in memory: no store read
         return self._paused
 
     def _submission(self, token: str) -> str:
@@ -434,7 +433,7 @@ class Game:
         association has its ``select.min_solvers`` answers)."""
         pid = self._submission(token)
         if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
-            raise GameError(400, "name the solve task you were served (lease_id): get one from GET /api/solve")
+            raise GameError(400, "name the solve task you were served (lease_id): get one from POST /api/solve/task")
         lease = self._lease(lease_id, pid)
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:
@@ -470,7 +469,7 @@ class Game:
         if lease is None:
             if self.db.execute("SELECT 1 FROM solves WHERE lease_id = ?", (lease_id,)).fetchone():
                 raise GameError(409, "this task was already answered: get the next one")
-            raise GameError(404, "no such solve task: get one from the Solver page (GET /api/solve)")
+            raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
         if lease["solver_id"] != pid:
             raise GameError(403, "this solve task was served to another player")
         if lease["expires_at"] <= self.clock():

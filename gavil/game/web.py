@@ -101,7 +101,7 @@ class CreateBody(_Body):
 
 
 class SolveBody(_Body):
-    """``POST /api/solve``: the lease the server issued with ``GET /api/solve`` (only served work counts)."""
+    """``POST /api/solve``: the lease the server issued with ``POST /api/solve/task`` (only served work counts)."""
 
     lease_id: Id
     selection: Positions

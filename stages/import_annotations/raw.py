@@ -19,6 +19,7 @@ from stages.import_annotations.records import (
     Records,
     RowError,
     check_instance_shape,
+    duplicate_header_reason,
     header_of,
     iter_records,
     parse_id,
@@ -171,6 +172,11 @@ def _import_raw_file(path: Path, kind: str, state: ImportState) -> None:
     model, importer = (RawCreation, import_creation_records) if kind == "creation" else (RawSolve, import_solve_records)
     # a CSV's header names the columns of every row; JSONL records each carry their own keys,
     # so a record missing a field is rejected on its own (as a short CSV row is), not the file
+    dup = None if path.suffix.lower() == ".jsonl" else duplicate_header_reason(header_of(path))
+    if dup:
+        state.reject(name, 1, kind, dup, None)
+        state.read[name] = 0
+        return
     missing = [] if path.suffix.lower() == ".jsonl" else missing_columns(path, required_columns(model))
     if missing:
         state.reject(name, 1, kind, f"missing column(s) {missing}; required {required_columns(model)}", None)

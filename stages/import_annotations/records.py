@@ -164,6 +164,33 @@ def _redact(row: dict[str, Any], key: bytes, identity_columns: frozenset[str] = 
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
+def duplicate_column(header: list[str]) -> str | None:
+    """The first column name a header holds twice (compared as written), or None: a reader would
+    silently keep one of the two columns' values."""
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def duplicate_header_reason(header: list[str]) -> str | None:
+    """The reject reason for a header with a column twice (:func:`duplicate_column`), or None."""
+    dup = duplicate_column(header)
+    return None if dup is None else f"header has column {dup!r} twice: every column name must be unique"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` object hook: a JSON object with a key twice is an error, not its last value."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears twice in the record")
+        out[k] = v
+    return out
+
+
 def _not_utf8(*texts: Any) -> str | None:
     """The reason a decoded text holds bytes that were not UTF-8 (read with surrogateescape), or None."""
     for t in texts:
@@ -177,7 +204,9 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
     """Yield (line, record, error) from a CSV (BOM/CRLF tolerant) or JSONL file.
 
     For CSV, ``line`` is the physical line where the record ends; short rows (e.g. a truncated
-    last line) yield an error instead of a record. A line with bytes that are not UTF-8 yields an
+    last line) yield an error instead of a record; a header with a column twice yields one error
+    at line 1 and nothing else (:func:`duplicate_header_reason`). In JSONL a record with a key
+    twice is an error of its line. A line with bytes that are not UTF-8 yields an
     error for that line (the file is read on); a CSV syntax error (e.g. a field over the csv
     module's size limit) yields an error and ends the file there.
     """
@@ -191,13 +220,12 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
                     yield i, None, bad
                     continue
                 try:
-                    rec = json.loads(text)
-                except (json.JSONDecodeError, RecursionError) as e:
-                    why = (
-                        f"invalid JSON at character {e.pos}"
-                        if isinstance(e, json.JSONDecodeError)
-                        else "nested too deeply"
-                    )
+                    rec = json.loads(text, object_pairs_hook=_unique_keys)
+                except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
+                    if isinstance(e, json.JSONDecodeError):
+                        why = f"invalid JSON at character {e.pos}"
+                    else:
+                        why = str(e) if isinstance(e, ValueError) else "nested too deeply"
                     yield i, None, f"not a JSON object ({why})"
                     continue
                 yield (i, rec, None) if isinstance(rec, dict) else (i, None, "not a JSON object")
@@ -205,6 +233,10 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
     with open(path, encoding="utf-8-sig", newline="", errors="surrogateescape") as f:
         reader = csv.DictReader(f)
         try:
+            dup = duplicate_header_reason(list(reader.fieldnames or []))
+            if dup:  # the csv module would keep the last column's value: the whole file is refused
+                yield 1, None, dup
+                return
             for rec in reader:
                 bad = _not_utf8(*rec.keys(), *(v for v in rec.values() if isinstance(v, str)))
                 if bad:
@@ -236,8 +268,8 @@ def header_of(path: Path) -> list[str]:
             for text in f:
                 if text.strip():
                     try:
-                        return list(json.loads(text))
-                    except (json.JSONDecodeError, TypeError, RecursionError):
+                        return list(json.loads(text, object_pairs_hook=_unique_keys))
+                    except (ValueError, TypeError, RecursionError):
                         return []
         return []
     with open(path, encoding="utf-8-sig", newline="", errors="surrogateescape") as f:

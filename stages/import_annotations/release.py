@@ -17,6 +17,7 @@ from stages.import_annotations.records import (
     ImportState,
     RowError,
     check_instance_shape,
+    duplicate_header_reason,
     header_of,
     iter_records,
     opt_float,
@@ -39,8 +40,9 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
         tuple(header)
     )
     name = path.as_posix()
-    if layout is None:
-        state.reject(name, 1, "release", f"header {header} is not a WinoGAViL release layout", None)
+    dup = duplicate_header_reason(header)
+    if layout is None or dup:
+        state.reject(name, 1, "release", dup or f"header {header} is not a WinoGAViL release layout", None)
         return
     n_read = 0
     for line, rec, err in iter_records(path):
