@@ -27,9 +27,10 @@ skeleton; the mapping is idempotent) and against TR39's published examples.
 
 Folding (:func:`fold_variants`): apostrophe, quote and hyphen *variants* are characters that are
 not letters of a script (categories P*, S*, Lm) whose skeleton is the ASCII apostrophe ``'``, the
-ASCII quotation mark's ``''`` or the hyphen-minus ``-``, and every dash punctuation (category Pd):
-``’ ‘ ʼ ´ ` ′`` fold to ``'``, ``“ ” ″`` to ``"``, ``‐ ‑ ‒ – − ⸺ 〜`` to ``-``. The policy stores
-names with them folded, so ``dog’s`` is stored as ``dog's``.
+ASCII quotation mark's ``''`` or the hyphen-minus ``-``: ``’ ‘ ʼ ´ ` ′`` fold to ``'``, ``“ ” ″``
+to ``"``, ``‐ ‑ ‒ – −`` to ``-``. The policy stores names with them folded, so ``dog’s`` is stored
+as ``dog's``. Dashes that TR39 relates to something else (an em dash reads as ``ー``, U+1400 as
+``=``) are left as they are: a word refuses them, a display name keeps them.
 """
 
 from __future__ import annotations
@@ -106,8 +107,6 @@ def variant_of(ch: str) -> str | None:
     """The ASCII spelling an apostrophe, quote or hyphen variant folds to (``'``, ``"`` or ``-``),
     or None for any other character (see the module docstring)."""
     cat = unicodedata.category(ch)
-    if cat == "Pd":
-        return "-"
     if cat[0] not in "PS" and cat != "Lm":
         return None
     return {"'": "'", "''": '"', "-": "-"}.get(skeleton(ch))

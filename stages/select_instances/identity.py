@@ -8,10 +8,12 @@ folding), so ``dog's`` over some images and ``dog’s`` over the same images are
 (:func:`stages.select_instances.ledger.canonical_order`, which no input order changes):
 
 1. Published content keeps its ID: every instance the ID ledger published (retired ones included)
-   and every released instance claims its content first. The release's own twins (28 pairs of
-   released rows share one content) are published as released and stay.
+   claims its content first; then every instance in canonical order claims content no one has
+   (released rows come first in that order). The release's own twins (28 pairs of released rows
+   share one content) are each published as released.
 2. Any other instance with claimed content is a ``duplicate`` whose reason names the instance it
-   copies (its dataset and ``ID`` once it has one).
+   copies (its dataset and ``ID`` once it has one): a raw, crowd or game copy of anything, and a
+   released row whose content a raw, crowd or game instance published first.
 3. Among new instances (raw, crowd, game rows not yet published), a cue given twice for one
    candidate set is one creation (paper §2: a new cue for the candidates), whatever the
    associations: the first in canonical order is kept, the others are duplicates.
@@ -43,37 +45,38 @@ def cue_set_key(cue: str, candidates: list[str]) -> str:
 
 
 def _owner(row: dict[str, Any]) -> dict[str, Any]:
-    return {"uid": row["instance_uid"], "dataset": row["dataset"], "ID": row.get("ID"), "cue": row["cue"]}
+    release = row["origin"] == "release"
+    return {"uid": row["instance_uid"], "dataset": row["dataset"], "cue": row["cue"], "release": release}
 
 
 def mark_duplicates(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Apply the module's rules to ``rows`` (selection rows in canonical order, changed in place:
     ``status`` becomes ``duplicate``); ``published``: the ledger rows with an ``ID``.
 
-    Returns row index -> the owner it copies (``uid``, ``dataset``, ``ID`` or None, ``cue``), for
-    :func:`duplicate_reason` once this build's IDs are known."""
+    Returns row index -> the owner it copies (``uid``, ``dataset``, ``ID`` or None, ``cue``,
+    ``same_content``), for :func:`duplicate_reason` once this build's IDs are known."""
     claims: dict[str, dict[str, Any]] = {}
     twins: dict[str, dict[str, Any]] = {}
     for r in sorted(published, key=lambda r: (r["dataset"], int(r["ID"]))):
         claims.setdefault(content_key(r["cue"], r["candidates"], r["associations"]), _owner(r))
         if r["origin"] != "release":
             twins.setdefault(cue_set_key(r["cue"], r["candidates"]), _owner(r))
-    for r in rows:
-        if r["status"] != "rejected" and (r["origin"] == "release" or r.get("ID") is not None):
-            claims.setdefault(content_key(r["cue"], r["candidates"], r["associations"]), _owner(r))
     dups: dict[int, dict[str, Any]] = {}
     for i, r in enumerate(rows):
-        if r["status"] not in OPEN or r["origin"] == "release" or r.get("ID") is not None:
-            continue
+        if r["status"] not in OPEN or r.get("ID") is not None:
+            continue  # rejected, or published (it claimed its content above)
+        uid, release = r["instance_uid"], r["origin"] == "release"
         ck, tk = content_key(r["cue"], r["candidates"], r["associations"]), cue_set_key(r["cue"], r["candidates"])
-        uid, same = r["instance_uid"], True
-        owner = claims.get(ck)
-        if owner is None or owner["uid"] == uid:
+        owner, same = claims.get(ck), True
+        if owner is not None and release and owner["release"]:
+            owner = None  # the release's own twins are each published as released
+        if (owner is None or owner["uid"] == uid) and not release:
             owner, same = twins.get(tk), False
-            if owner is None or owner["uid"] == uid:
-                claims.setdefault(ck, _owner(r))
+        if owner is None or owner["uid"] == uid:
+            claims.setdefault(ck, _owner(r))
+            if not release:
                 twins.setdefault(tk, _owner(r))
-                continue
+            continue
         dups[i] = owner | {"same_content": same}
         r["status"] = "duplicate"
     return dups
