@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from gavil.domain.privacy import hash_annotator
 from gavil.game.store import read_submissions
 
+#: Rows by table name (``creations``, ``solves``), each row a JSON-ready dict.
+Records = dict[str, list[dict[str, object]]]
 
-def submissions(db: sqlite3.Connection, key: bytes) -> dict[str, list[dict[str, Any]]]:
+
+def submissions(db: sqlite3.Connection, key: bytes) -> Records:
     """Every creation and solve of the store ``db``, player ids replaced by their keyed hashes (as
     the import does)."""
     h = lambda pid: hash_annotator(pid, key)  # noqa: E731
@@ -26,7 +28,7 @@ def submissions(db: sqlite3.Connection, key: bytes) -> dict[str, list[dict[str, 
     return {"creations": creations, "solves": solves}
 
 
-def export(store: Path, key: bytes) -> dict[str, list[dict[str, Any]]]:
+def export(store: Path, key: bytes) -> Records:
     """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
     :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
     trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""

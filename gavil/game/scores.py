@@ -56,7 +56,7 @@ def summary(creations: list[dict[str, Any]], solves: list[float]) -> dict[str, A
     }
 
 
-def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams) -> dict[str, Any]:
+def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams) -> dict[str, object]:
     """Player ``pid``'s own scores (percentages) and bonus."""
     name = db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
     mine = [c for c in creation_scores(db, min_solvers, p) if c["spymaster_id"] == pid]
@@ -64,7 +64,7 @@ def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams)
     return {"name": name, **summary(mine, js), "bonus_unit": p.bonus_unit}
 
 
-def leaderboard(db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20) -> list[dict[str, Any]]:
+def leaderboard(db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20) -> list[dict[str, object]]:
     """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``)."""
     scores = creation_scores(db, min_solvers, p)
     rows = []
@@ -72,4 +72,4 @@ def leaderboard(db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: 
         js = [r[0] for r in db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
         rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
     rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
-    return rows[:limit]
+    return list(rows[:limit])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -100,7 +100,7 @@ def published_ids(ledger: pd.DataFrame) -> pd.DataFrame:
 def check_ledger(
     ledger: pd.DataFrame | None,
     published: list[tuple[str, int, str]] | None,
-    fingerprints: Callable[[dict[str, Any]], set[str]],
+    fingerprints: Callable[[Mapping[str, object]], set[str]],
     ledger_path: Path,
     published_path: Path,
 ) -> None:

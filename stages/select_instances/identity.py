@@ -23,7 +23,8 @@ A duplicate gets no split ID and never enters the ledger; its answers are kept i
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TypedDict, cast
 
 from gavil.domain.vocabulary import name_key
 
@@ -31,7 +32,20 @@ from gavil.domain.vocabulary import name_key
 OPEN = frozenset({"selected", "below_threshold", "insufficient_solvers", "profane_cue"})
 
 
-def content_key(cue: str, candidates: list[str], associations: list[str]) -> str:
+class Owner(TypedDict):
+    """The instance whose content a duplicate copies."""
+
+    uid: str
+    dataset: str
+    cue: str
+    release: bool  # a released row
+    same_content: bool  # rule 2 (same content) or rule 3 (same cue over the same candidates)
+
+
+Row = Mapping[str, object]  # a selection row (or an ID ledger row): the fields read here
+
+
+def content_key(cue: str, candidates: Iterable[str], associations: Iterable[str]) -> str:
     """The content of an instance as one string: cue, sorted candidate set, sorted association set,
     each name by :func:`gavil.domain.vocabulary.name_key` (joined with control characters that no
     name holds)."""
@@ -39,50 +53,61 @@ def content_key(cue: str, candidates: list[str], associations: list[str]) -> str
     return "\x1f".join((name_key(cue), names(candidates), names(associations)))
 
 
-def cue_set_key(cue: str, candidates: list[str]) -> str:
+def cue_set_key(cue: str, candidates: Iterable[str]) -> str:
     """The cue and the candidate set (rule 3)."""
     return "\x1f".join((name_key(cue), "\x1e".join(sorted({name_key(x) for x in candidates}))))
 
 
-def _owner(row: dict[str, Any]) -> dict[str, Any]:
-    release = row["origin"] == "release"
-    return {"uid": row["instance_uid"], "dataset": row["dataset"], "cue": row["cue"], "release": release}
+def _keys(row: Row) -> tuple[str, str]:
+    cue, cands = str(row["cue"]), cast("Iterable[str]", row["candidates"])
+    return content_key(cue, cands, cast("Iterable[str]", row["associations"])), cue_set_key(cue, cands)
 
 
-def mark_duplicates(rows: list[dict[str, Any]], published: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def _owner(row: Row, same: bool = True) -> Owner:
+    return Owner(
+        uid=str(row["instance_uid"]),
+        dataset=str(row["dataset"]),
+        cue=str(row["cue"]),
+        release=row["origin"] == "release",
+        same_content=same,
+    )
+
+
+def mark_duplicates(rows: list[dict[str, object]], published: list[Row]) -> dict[int, Owner]:
     """Apply the module's rules to ``rows`` (selection rows in canonical order, changed in place:
     ``status`` becomes ``duplicate``); ``published``: the ledger rows with an ``ID``.
 
-    Returns row index -> the owner it copies (``uid``, ``dataset``, ``ID`` or None, ``cue``,
-    ``same_content``), for :func:`duplicate_reason` once this build's IDs are known."""
-    claims: dict[str, dict[str, Any]] = {}
-    twins: dict[str, dict[str, Any]] = {}
-    for r in sorted(published, key=lambda r: (r["dataset"], int(r["ID"]))):
-        claims.setdefault(content_key(r["cue"], r["candidates"], r["associations"]), _owner(r))
+    Returns row index -> the instance it copies, for :func:`duplicate_reason` once this build's
+    IDs are known."""
+    claims: dict[str, Owner] = {}
+    twins: dict[str, Owner] = {}
+    for r in sorted(published, key=lambda r: (str(r["dataset"]), int(cast(int, r["ID"])))):
+        ck, tk = _keys(r)
+        claims.setdefault(ck, _owner(r))
         if r["origin"] != "release":
-            twins.setdefault(cue_set_key(r["cue"], r["candidates"]), _owner(r))
-    dups: dict[int, dict[str, Any]] = {}
+            twins.setdefault(tk, _owner(r, same=False))
+    dups: dict[int, Owner] = {}
     for i, r in enumerate(rows):
         if r["status"] not in OPEN or r.get("ID") is not None:
             continue  # rejected, or published (it claimed its content above)
-        uid, release = r["instance_uid"], r["origin"] == "release"
-        ck, tk = content_key(r["cue"], r["candidates"], r["associations"]), cue_set_key(r["cue"], r["candidates"])
-        owner, same = claims.get(ck), True
+        uid, release = str(r["instance_uid"]), r["origin"] == "release"
+        ck, tk = _keys(r)
+        owner = claims.get(ck)
         if owner is not None and release and owner["release"]:
             owner = None  # the release's own twins are each published as released
         if (owner is None or owner["uid"] == uid) and not release:
-            owner, same = twins.get(tk), False
+            owner = twins.get(tk)
         if owner is None or owner["uid"] == uid:
             claims.setdefault(ck, _owner(r))
             if not release:
-                twins.setdefault(tk, _owner(r))
+                twins.setdefault(tk, _owner(r, same=False))
             continue
-        dups[i] = owner | {"same_content": same}
+        dups[i] = owner
         r["status"] = "duplicate"
     return dups
 
 
-def duplicate_reason(owner: dict[str, Any], ids: dict[str, tuple[str, int]]) -> str:
+def duplicate_reason(owner: Owner, ids: dict[str, tuple[str, int]]) -> str:
     """The reason of a duplicate of ``owner`` (:func:`mark_duplicates`); ``ids``: instance_uid ->
     (dataset, ID) of every instance with an ID after this build."""
     got = ids.get(owner["uid"])

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import pandas as pd
@@ -61,10 +61,11 @@ def content_fingerprint(
     ).hexdigest()
 
 
-def fingerprints(row: dict[str, Any]) -> set[str]:
+def fingerprints(row: Mapping[str, object]) -> set[str]:
     """The fingerprints a row's content (``dataset``, ``cue``, ``candidates``, ``associations``) may
     be bound to: now, and as ledgers written before variant folding made it."""
-    args = (row["dataset"], row["cue"], list(row["candidates"]), list(row["associations"]))
+    lists = cast("tuple[Iterable[str], Iterable[str]]", (row["candidates"], row["associations"]))
+    args = (str(row["dataset"]), str(row["cue"]), list(lists[0]), list(lists[1]))
     return {content_fingerprint(*args), content_fingerprint(*args, legacy=True)}
 
 
