@@ -323,3 +323,68 @@ def test_a_store_path_that_is_not_an_sqlite_file_is_a_clear_error(tmp_path, kind
     with pytest.raises(GameStoreError):  # the game server refuses to start on it too
         connect(store)
     assert read_submissions(tmp_path / "game" / "absent.sqlite") == ([], [])  # nothing there: no game played
+
+
+# ------------------------------------------------------------------------------ names in the game
+def test_display_names_that_read_alike_are_taken(project):
+    app = App(project, params())
+    c = app.at("203.0.113.70")
+    for first, second in (("Iris", "lris"), ("O'Brien", "O\u2019Brien"), ("Bob", "bob"), ("Ann", "\u0410nn")):
+        assert c.post("/api/join", json={"code": CODE, "name": first}).status_code == 200
+        r = c.post("/api/join", json={"code": CODE, "name": second})
+        assert r.status_code in (400, 409), (second, r.text)  # taken, or refused (mixed scripts)
+    r = c.post("/api/join", json={"code": CODE, "name": "\u1d05an"})
+    assert r.status_code == 400 and "small capital" in r.json()["error"]
+
+
+def test_a_version_2_store_is_migrated_and_its_twins_keep_their_rows(tmp_path):
+    import sqlite3
+
+    from gavil.game.store import MIGRATIONS, SCHEMA_VERSION
+
+    path = tmp_path / "game.sqlite"
+    con = sqlite3.connect(path, isolation_level=None)
+    for v in (0, 1):
+        step = MIGRATIONS[v]
+        assert isinstance(step, str)
+        con.executescript(step)
+    con.execute("PRAGMA user_version = 2")
+    con.execute("INSERT INTO players VALUES ('p1', 'h1', 'Iris', 'iris', 1), ('p2', 'h2', 'lris', 'lris', 2)")
+    cands = '["rocket", "moon", "cat", "coffee", "brick"]'
+    con.execute("INSERT INTO tasks VALUES ('t1', 's', 'p1', ?, 1), ('t2', 's', 'p2', ?, 1)", (cands, cands))
+    for seq, (task, cue) in enumerate((("t1", "dog's"), ("t2", "dog\u2019s")), start=1):
+        con.execute(
+            "INSERT INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key, candidates,"
+            " associations, rival_status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, '[\"moon\", \"cat\"]', 'no_weights', 1)",
+            (f"i{seq}", task, f"p{seq}", cue, cue, f"[{cue!r}]", cands),
+        )
+    con.close()
+    new = connect(path)
+    assert new.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    keys = new.execute("SELECT player_id, name_key, look_key FROM players ORDER BY player_id").fetchall()
+    assert len(keys) == 2 and keys[0][2] != keys[1][2] and keys[1][2].startswith(keys[0][2])  # twin suffixed
+    assert new.execute("SELECT COUNT(*) FROM creations").fetchone()[0] == 2
+    new.close()
+    creations, _ = read_submissions(path)
+    assert [c["cue"] for c in creations] == ["dog's", "dog\u2019s"]  # the store is read as it is
+
+
+def test_a_twin_cue_over_one_candidate_set_is_refused_in_the_game(project):
+    app = App(project, params())
+    c = app.at("203.0.113.71")
+
+    def create(h: dict[str, str], task: dict, cue: str) -> int:
+        r = c.post("/api/create", headers=h, json={"task_id": task["task_id"], "cue": cue, "selection": [0, 1]})
+        return r.status_code
+
+    first = bearer(c, "Spy0")
+    task = c.post("/api/create/task", headers=first).json()["task"]
+    assert create(first, task, "dog's") == 200
+    assert create(first, task, "dog\u2019s") == 409  # the task's second cue is the first one again
+    for n in (1, 2):  # the other two sets are handed out
+        c.post("/api/create/task", headers=bearer(c, f"Spy{n}"))
+    last = bearer(c, "Spy3")
+    again = c.post("/api/create/task", headers=last).json()["task"]
+    assert again["images"] == task["images"]  # the first set again, to another spymaster
+    assert create(last, again, "DOG\u02bcS") == 409  # one cue per set, by TR39 skeleton
+    assert create(last, again, "cat") == 200
