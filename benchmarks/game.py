@@ -149,7 +149,7 @@ async def play(i: int, base: str, stop: float, think: tuple[float, float], out: 
             if action in ("status", "leaderboard"):
                 await timed(action, "GET", f"/api/{action}", headers=me)
             elif action == "create":
-                r = await timed("create_task", "GET", "/api/create", headers=me)
+                r = await timed("create_task", "POST", "/api/create/task", headers=me)
                 task = r.json()["task"] if r else None
                 if task is None:
                     continue
@@ -163,7 +163,7 @@ async def play(i: int, base: str, stop: float, think: tuple[float, float], out: 
                 if r is not None:
                     out["acks_create"].append(r.json()["instance_id"])
             else:
-                r = await timed("solve_task", "GET", "/api/solve", headers=me)
+                r = await timed("solve_task", "POST", "/api/solve/task", headers=me)
                 task = r.json()["task"] if r else None
                 if task is None:
                     continue

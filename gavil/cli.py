@@ -235,7 +235,9 @@ def game(
     bind, at = host or p.game.host, p.game.port if port is None else port
     typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
     typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
-    uvicorn.run(create_app(g, images), host=bind, port=at, log_level="warning")
+    # proxy_headers off: uvicorn would believe X-Forwarded-For from any local client; the app reads it
+    # itself, only from the proxies named in game.trusted_proxies (gavil.game.web.client_address)
+    uvicorn.run(create_app(g, images), host=bind, port=at, log_level="warning", proxy_headers=False)
 
 
 @game_app.command("hits")

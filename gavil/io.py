@@ -154,13 +154,25 @@ def _safe_value(v: Any, lf_only: bool = False) -> Any:
     return text.replace("\r\n", "\n").replace("\r", "\n") if lf_only else text
 
 
+def _inert(dtype: Any) -> bool:
+    """Whether every value of a column of ``dtype`` is written as a number, a boolean or a date and
+    time (never text a spreadsheet could run): numeric, boolean, datetime and timedelta dtypes."""
+    api = pd.api.types
+    if isinstance(dtype, pd.CategoricalDtype):
+        return False  # categories are values of any type, text included (DuckDB ENUM)
+    return bool(
+        api.is_bool_dtype(dtype) or api.is_numeric_dtype(dtype) or api.is_datetime64_any_dtype(dtype)
+    ) or api.is_timedelta64_dtype(dtype)
+
+
 def safe_frame(df: pd.DataFrame, lineterminator: str = "\n") -> pd.DataFrame:
-    """A copy of ``df`` whose text cells and column names went through :func:`_safe_value`
-    (numeric, boolean and datetime columns untouched)."""
+    """A copy of ``df`` whose cells and column names went through :func:`_safe_value`, in every
+    column of every dtype (text, object, categorical such as DuckDB's ENUM, lists, structs, bytes,
+    ...), except the dtypes whose values are written as numbers, booleans or dates (:func:`_inert`)."""
     lf_only = "\r" not in lineterminator
     out = df.copy()
     for col in out.columns:
-        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col].dtype):
+        if not _inert(out[col].dtype):
             out[col] = out[col].astype(object).map(lambda v: _safe_value(v, lf_only))
     out.columns = [_safe_value(c, lf_only) for c in out.columns]
     return out

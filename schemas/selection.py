@@ -6,7 +6,9 @@ from pandera.typing import Series
 
 from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, exact, list_field, rounded
 
-STATUSES = ["selected", "below_threshold", "insufficient_solvers", "profane_cue", "rejected", "retired"]
+STATUSES = ["selected", "below_threshold", "insufficient_solvers", "profane_cue", "rejected", "duplicate", "retired"]
+#: Statuses of rows that are not instances of their own (no split ID, never in the ledger).
+UNNUMBERED = ["rejected", "duplicate"]
 #: Statuses whose row carries its permanent benchmark ``ID`` (a retired ID is shown, never reused).
 ID_STATUSES = ["selected", "retired"]
 #: A published instance's fields frozen in the ledger at publication (:class:`IdLedger`); the
@@ -44,7 +46,9 @@ class Selection(StrictModel):
 
     A ``rejected`` row is imported content whose ``instance_uid`` the ledger binds to other
     content (its uid here is ``<instance_uid>#conflict:<fingerprint[:12]>``, its split_id null);
-    the published instance keeps its own row, rebuilt from the ledger.
+    the published instance keeps its own row, rebuilt from the ledger. A ``duplicate`` row copies
+    the content of another instance (:mod:`stages.select_instances.identity`); its reason names it,
+    its split_id is null.
     """
 
     instance_uid: Series[str] = pa.Field(unique=True)
@@ -54,7 +58,7 @@ class Selection(StrictModel):
     split_id: Series[pd.Int64Dtype] = pa.Field(
         nullable=True,
         ge=0,
-        description="ID in the split file: the released ID, or the next free one for new instances; null if rejected",
+        description="ID in the split file: the released ID, or the next free one for new instances; null if rejected or duplicate",
     )
     fingerprint: Series[str] = pa.Field(
         str_matches=r"^[0-9a-f]{64}$", description="sha256 of the content (select_instances.content_fingerprint)"
@@ -105,9 +109,9 @@ class Selection(StrictModel):
     def id_iff_selected(cls, df: pd.DataFrame) -> pd.Series:
         return df["status"].isin(ID_STATUSES) == df["ID"].notna()
 
-    @pa.dataframe_check(error="exactly the rejected rows have no split_id")
+    @pa.dataframe_check(error="exactly the rejected and duplicate rows have no split_id")
     def split_id_unless_rejected(cls, df: pd.DataFrame) -> pd.Series:
-        return (df["status"] == "rejected") == df["split_id"].isna()
+        return df["status"].isin(UNNUMBERED) == df["split_id"].isna()
 
     @pa.dataframe_check(error="an ID is unique within a dataset")
     def ids_unique(cls, df: pd.DataFrame) -> bool:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from gavil.domain.concreteness import brysbaert_norms, connectivity_scores, judge
-from gavil.domain.vocabulary import CANDIDATE_SIZES
+from gavil.domain.vocabulary import CANDIDATE_SIZES, name_key
 from gavil.pipeline import catalog
 from schemas.instances import CandidateSets, Concreteness, SwowInstances
 
@@ -51,9 +51,14 @@ class Metrics(TypedDict):
 
 
 def accepted_pool(ocr: pd.DataFrame, concept_filter: pd.DataFrame) -> list[str]:
-    """Sorted concepts whose image passed OCR and whose word passed the profanity filter."""
+    """Sorted concepts whose image passed OCR and whose word passed the profanity filter, one per
+    name (:func:`gavil.domain.vocabulary.name_key`: of concepts that read alike, the first in
+    sorted order), so no candidate set holds two names that look the same."""
     ok_words = set(concept_filter.loc[concept_filter["status"] == "ok", "concept"])
-    return sorted(set(ocr.loc[ocr["status"] == "accepted", "concept"]) & ok_words)
+    pool: dict[str, str] = {}
+    for concept in sorted(set(ocr.loc[ocr["status"] == "accepted", "concept"]) & ok_words):
+        pool.setdefault(name_key(concept), concept)
+    return sorted(pool.values())
 
 
 def game_candidate_sets(pool: list[str], sets_per_size: dict[int, int], seed: int) -> pd.DataFrame:

@@ -148,15 +148,19 @@ def test_raw_faults_go_to_rejects_and_nothing_valid_is_lost(tmp_path):
     inst = validate(res.instances, Instances)
     rej = validate(res.rejects, AnnotationRejects)
     validate(res.solves, Solves)
-    assert inst["instance_uid"].tolist() == ["raw:ok1"]
+    # a copy of content (same cue and candidates) is imported; selection names one of the two a
+    # duplicate of the other, by canonical order (instance ids as numbers and text), never row order
+    assert inst["instance_uid"].tolist() == ["raw:ok1", "raw:dup-content"]
+    sel = select(inst, validate(res.solves, Solves), 0.8).set_index("instance_uid")
+    assert sel.loc["raw:ok1", "status"] == "duplicate"
+    assert "duplicate of instance raw:dup-content" in sel.loc["raw:ok1", "reason"]
     reasons = dict(zip(rej["source_line"].astype(str) + ":" + rej["kind"], rej["reason"]))
     c = "creations.csv"
-    assert rej[rej.source_file.str.endswith(c)]["source_line"].tolist() == [3, 4, 5, 6, 7, 8, 9, 10]
+    assert rej[rej.source_file.str.endswith(c)]["source_line"].tolist() == [3, 4, 5, 6, 7, 9, 10]
     assert "not among the candidates" in reasons["3:creation"]
     assert "K=1" in reasons["4:creation"] and "K=4" in reasons["5:creation"]
     assert "single token" in reasons["6:creation"]
     assert "duplicate instance_id" in reasons["7:creation"]
-    assert "duplicate creation" in reasons["8:creation"]
     assert "JSON" in reasons["9:creation"] or "fewer fields" in reasons["9:creation"]
     assert "fewer fields" in reasons["10:creation"]
     solve_reasons = rej[rej.kind == "solve"].set_index("source_line")["reason"].to_dict()

@@ -64,16 +64,16 @@ class Player:
     def get(self, path: str) -> httpx.Response:
         return self.c.get(path, headers=self.h)
 
-    def post(self, path: str, body: dict) -> httpx.Response:
+    def post(self, path: str, body: dict | None = None) -> httpx.Response:
         return self.c.post(path, json=body, headers=self.h)
 
     def solve(self, selection: list[int]) -> tuple[dict, httpx.Response]:
         """The task the server serves, and the answer to it."""
-        task = self.get("/api/solve").json()["task"]
+        task = self.post("/api/solve/task").json()["task"]
         return task, self.post("/api/solve", {"lease_id": task["lease_id"], "selection": selection})
 
     def create(self, cue: str, selection: list[int]) -> httpx.Response:
-        task = self.get("/api/create").json()["task"]
+        task = self.post("/api/create/task").json()["task"]
         return self.post("/api/create", {"task_id": task["task_id"], "cue": cue, "selection": selection})
 
 
@@ -98,28 +98,28 @@ def names_of(project: Path, shas: list[str]) -> list[str]:
 def test_a_full_round_is_imported_selected_and_hashed(project):
     client = make_client(project)
     spy = Player(client, "Spy")
-    task = spy.get("/api/create").json()["task"]
+    task = spy.post("/api/create/task").json()["task"]
     assert (task["k_min"], task["k_max"], len(task["images"])) == (2, 3, 5)  # the set with fewest tasks: N=5
     first = spy.create("Space", [0, 1])
     assert first.status_code == 200 and first.json()["rival"] is None and first.json()["score_fool_the_ai"] is None
     assert "No rival model" in first.json()["rival_message"]
     assert spy.create("night", [1, 2]).json()["cues_given"] == 2  # the task's second cue, same images
-    assert spy.get("/api/create").json()["task"]["task_id"] != task["task_id"]  # then a new set
+    assert spy.post("/api/create/task").json()["task"]["task_id"] != task["task_id"]  # then a new set
     iids = [first.json()["instance_id"]]
-    assert spy.get("/api/solve").json()["task"] is None  # never one's own
+    assert spy.post("/api/solve/task").json()["task"] is None  # never one's own
     own = spy.post("/api/solve", {"instance_id": iids[0], "selection": [0, 1]})  # an id never served
     assert own.status_code == 400 and "lease_id" in own.json()["error"]
     solvers = [Player(client, f"Solver {i}") for i in range(3)]
     leases = []
     for i, s in enumerate(solvers):
         for _ in range(2):
-            t = s.get("/api/solve").json()["task"]
+            t = s.post("/api/solve/task").json()["task"]
             right = [0, 1] if t["cue"] == "Space" else [1, 2]
             sel = right if i < 2 or t["cue"] != "night" else [1, 3]
             r = s.post("/api/solve", {"lease_id": t["lease_id"], "selection": sel})
             assert r.status_code == 200, r.text
             leases.append(t["lease_id"])
-    assert solvers[0].get("/api/solve").json()["task"] is None  # each answered both
+    assert solvers[0].post("/api/solve/task").json()["task"] is None  # each answered both
     again = solvers[0].post("/api/solve", {"lease_id": leases[0], "selection": [0, 1]})
     assert again.status_code == 409
     me = spy.get("/api/me").json()
@@ -175,13 +175,13 @@ def test_inputs_are_validated_like_the_import(project):
     assert client.post("/api/join", json={"code": "letmein", "name": "a\x00b"}).status_code == 400
     assert client.post("/api/join", content=b"not json").status_code == 400
     assert client.post("/api/join", content=b"{" + b" " * 20000 + b"}").status_code == 413
-    assert client.get("/api/create").status_code == 401  # no session
+    assert client.post("/api/create/task").status_code == 401  # no session
 
 
 def test_images_are_served_only_by_content_hash(project):
     client = make_client(project)
     spy = Player(client, "Spy")
-    sha = spy.get("/api/create").json()["task"]["images"][0]
+    sha = spy.post("/api/create/task").json()["task"]["images"][0]
     r = client.get(f"/img/{sha}")
     stored = next((project / "data/images" / sha[:2]).glob(f"{sha}.*"))
     assert r.status_code == 200 and r.content == stored.read_bytes()
@@ -231,15 +231,15 @@ def test_solve_work_goes_to_the_association_closest_to_done(project):
     a = spy.create("Space", [0, 1]).json()["instance_id"]
     b = spy.create("night", [1, 2]).json()["instance_id"]
     s = [Player(client, f"S{i}") for i in range(5)]
-    assert s[0].get("/api/solve").json()["task"]["instance_id"] == a  # oldest first
-    assert s[0].get("/api/solve").json()["task"]["instance_id"] == a  # a served task stays the player's
+    assert s[0].post("/api/solve/task").json()["task"]["instance_id"] == a  # oldest first
+    assert s[0].post("/api/solve/task").json()["task"]["instance_id"] == a  # a served task stays the player's
     assert s[0].solve([0, 1])[1].status_code == 200
-    assert s[1].get("/api/solve").json()["task"]["instance_id"] == a  # 1 answer beats 0
-    assert s[2].get("/api/solve").json()["task"]["instance_id"] == a  # 1 answer + 1 lease < 3
-    assert s[3].get("/api/solve").json()["task"]["instance_id"] == b  # a is fully handed out
+    assert s[1].post("/api/solve/task").json()["task"]["instance_id"] == a  # 1 answer beats 0
+    assert s[2].post("/api/solve/task").json()["task"]["instance_id"] == a  # 1 answer + 1 lease < 3
+    assert s[3].post("/api/solve/task").json()["task"]["instance_id"] == b  # a is fully handed out
     for p in s[1:3]:
         assert p.solve([0, 1])[1].status_code == 200
-    assert s[4].get("/api/solve").json()["task"]["instance_id"] == b  # a has its 3 solvers: no longer served
+    assert s[4].post("/api/solve/task").json()["task"]["instance_id"] == b  # a has its 3 solvers: no longer served
 
 
 def test_concurrent_players_lose_and_duplicate_nothing(project):
@@ -253,7 +253,7 @@ def test_concurrent_players_lose_and_duplicate_nothing(project):
     def play(i: int) -> None:
         p = Player(client, f"P{i}")
         for _ in range(2):
-            t = p.get("/api/solve").json()["task"]
+            t = p.post("/api/solve/task").json()["task"]
             for _ in range(2):  # each answer sent twice: the second is refused, never stored twice
                 r = p.post("/api/solve", {"lease_id": t["lease_id"], "selection": [0, 1]})
                 if r.status_code == 200:
@@ -310,7 +310,7 @@ def test_kill_9_loses_no_acknowledged_submission(project):
             return {"Authorization": f"Bearer {token}"}
 
         spy = join("Spy")
-        task = http.get("/api/create", headers=spy).json()["task"]
+        task = http.post("/api/create/task", headers=spy).json()["task"]
         iid = http.post(
             "/api/create", headers=spy, json={"task_id": task["task_id"], "cue": "Space", "selection": [0, 1]}
         ).json()["instance_id"]
@@ -321,7 +321,7 @@ def test_kill_9_loses_no_acknowledged_submission(project):
             while not stop.is_set():
                 try:
                     h = join(f"P{i}-{len(acked)}-{time.monotonic_ns()}")
-                    t = http.get("/api/solve", headers=h).json()["task"]
+                    t = http.post("/api/solve/task", headers=h).json()["task"]
                     assert t["instance_id"] == iid
                     r = http.post("/api/solve", headers=h, json={"lease_id": t["lease_id"], "selection": [0, 1]})
                     if r.status_code == 200:

@@ -60,14 +60,14 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
         return {"Authorization": f"Bearer {r.json()['token']}"}
 
     spy = join("Spy")
-    task = client.get("/api/create", headers=spy).json()["task"]
+    task = client.post("/api/create/task", headers=spy).json()["task"]
     made = client.post(
         "/api/create", headers=spy, json={"task_id": task["task_id"], "cue": "Space", "selection": [0, 1]}
     )
     assert made.status_code == 200, made.text
     for i in range(3):
         solver = join(f"Solver {i}")
-        t = client.get("/api/solve", headers=solver).json()["task"]
+        t = client.post("/api/solve/task", headers=solver).json()["task"]
         assert t["instance_id"] == made.json()["instance_id"]
         assert (
             client.post("/api/solve", headers=solver, json={"lease_id": t["lease_id"], "selection": [0, 1]}).status_code
@@ -89,7 +89,7 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     quiet = _run([sys.executable, "-m", "dvc", "status", "import_annotations"], d).stdout
     assert "changed" not in quiet, quiet
     late = join("Solver late")  # "Space" has its 3 answers: no more are served or taken
-    assert client.get("/api/solve", headers=late).json()["task"] is None
+    assert client.post("/api/solve/task", headers=late).json()["task"] is None
     forged = client.post("/api/solve", headers=late, json={"instance_id": t["instance_id"], "selection": [2, 3]})
     assert forged.status_code == 400
     # new data (the task's second cue, answered): the import re-runs, the first instance keeps its ID
@@ -99,7 +99,7 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     assert made2.status_code == 200, made2.text
     for i in range(3):
         solver = join(f"Second {i}")
-        t2 = client.get("/api/solve", headers=solver).json()["task"]
+        t2 = client.post("/api/solve/task", headers=solver).json()["task"]
         assert t2["instance_id"] == made2.json()["instance_id"]
         r = client.post("/api/solve", headers=solver, json={"lease_id": t2["lease_id"], "selection": [1, 2]})
         assert r.status_code == 200, r.text

@@ -97,15 +97,15 @@ class Player:
     def get(self, path: str) -> httpx.Response:
         return self.c.get(path, headers=self.h)
 
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+    def post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
         return self.c.post(path, json=body, headers=self.h)
 
     def create(self, cue: str, selection: list[int]) -> httpx.Response:
-        task = self.get("/api/create").json()["task"]
+        task = self.post("/api/create/task").json()["task"]
         return self.post("/api/create", {"task_id": task["task_id"], "cue": cue, "selection": selection})
 
     def task(self) -> dict[str, Any] | None:
-        r = self.get("/api/solve")
+        r = self.post("/api/solve/task")
         assert r.status_code == 200, r.text
         return cast(dict[str, Any] | None, r.json()["task"])
 
@@ -135,7 +135,7 @@ def test_a_spymaster_with_three_extra_accounts_cannot_validate_their_own_cue(pro
         for forged in ({"instance_id": own, "selection": [0, 1]}, {"lease_id": own, "selection": [0, 1]}):
             r = alt.post("/api/solve", forged)  # the target named by id, never served
             assert r.status_code in (400, 404), r.text
-        r = alt.get(f"/api/solve?instance_id={own}")  # the client cannot choose its work
+        r = alt.post(f"/api/solve/task?instance_id={own}")  # the client cannot choose its work
         assert r.json()["task"]["instance_id"] == older
     assert all(i != own for i, _ in solves(project))
     assert spy.task() is None  # the three alts hold the older one's slots; one's own is never served

@@ -69,7 +69,7 @@ def bearer(r: httpx.Response) -> dict[str, str]:
 
 
 def create(c: TestClient, h: dict[str, str], cue: str, selection: list[int]) -> httpx.Response:
-    task = c.get("/api/create", headers=h).json()["task"]
+    task = c.post("/api/create/task", headers=h).json()["task"]
     return c.post("/api/create", headers=h, json={"task_id": task["task_id"], "cue": cue, "selection": selection})
 
 

@@ -33,7 +33,9 @@ def make_store(path: Path, creations: int = 2, solves: bool = True) -> Path:
     """A valid store written through the game's own schema: one task, ``creations`` cues (1 or 2)
     and, when ``solves``, two solves of each creation."""
     con = connect(path)
-    con.execute("INSERT INTO players VALUES ('p0', 'h0', 'Spy', 'spy', 1.0)")
+    con.execute(
+        "INSERT INTO players(player_id, token_hash, display_name, name_key, created_at) VALUES ('p0', 'h0', 'Spy', 'spy', 1.0)"
+    )
     con.execute("INSERT INTO tasks VALUES ('t0', 'random-5-0000', 'p0', ?, 1.0)", (json.dumps(CANDS),))
     for i, (cue, assoc) in enumerate([("space", CANDS[:2]), ("night", CANDS[1:3])][:creations]):
         con.execute(

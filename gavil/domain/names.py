@@ -44,6 +44,8 @@ from functools import lru_cache
 import regex
 from confusable_homoglyphs import categories, confusables
 
+from gavil.domain.confusables import fold_variants, is_small_capital, skeleton
+
 #: Most code points in a cue, concept or SWOW word (the longest released name has 17).
 MAX_WORD = 64
 
@@ -52,8 +54,9 @@ MAX_WORD = 64
 #: two are named; every other blank character is caught by a property (Default_Ignorable, C*, Z*).
 BLANK_GRAPHICS = frozenset({"\u2800", "\U0001d159"})
 
-#: Apostrophes and the hyphen allowed inside a word (ASCII and the typographic apostrophe).
-JOINERS = frozenset({"-", "'", "\u2019"})
+#: The apostrophe and the hyphen allowed inside a word; their variants (``’``, ``ʼ``, ``‐``, ``–``, ...)
+#: are folded to these first (:func:`gavil.domain.confusables.fold_variants`).
+JOINERS = frozenset({"-", "'"})
 
 #: TR39 §5.2 "Highly Restrictive": script sets a single name may mix.
 _ALLOWED_MIXES = (
@@ -109,8 +112,22 @@ def script_problem(text: str) -> str | None:
 
 
 def _fold(text: str) -> str:
-    """NFKC, surrounding whitespace trimmed."""
-    return unicodedata.normalize("NFKC", text).strip()
+    """The stored form: apostrophe, quote and hyphen variants in their ASCII spelling (before and
+    after NFKC, which turns some of them into a space and a combining mark), NFKC, surrounding
+    whitespace trimmed."""
+    return fold_variants(unicodedata.normalize("NFKC", fold_variants(text))).strip()
+
+
+def _look_problem(t: str) -> str | None:
+    """Why ``t`` (folded) would read as another name: a small capital, or a combining mark with no
+    letter, digit or mark before it (a spacing accent NFKC split into a space and a mark)."""
+    for i, ch in enumerate(t):
+        if is_small_capital(ch):
+            name = unicodedata.name(ch)
+            return f"has U+{ord(ch):04X} ({name}), a small capital that reads as a capital letter: type the letter"
+        if unicodedata.category(ch)[0] == "M" and (i == 0 or unicodedata.category(t[i - 1])[0] not in "LMN"):
+            return f"has a combining mark U+{ord(ch):04X} with no letter before it"
+    return None
 
 
 def _base(text: object, what: str, max_len: int) -> str:
@@ -128,7 +145,7 @@ def _base(text: object, what: str, max_len: int) -> str:
         raise NameError_(f"{what} is empty")
     if len(t) > max_len:
         raise NameError_(f"{what} {shown(t)} has {len(t)} characters; at most {max_len}")
-    why = script_problem(t)
+    why = script_problem(t) or _look_problem(t)
     if why:
         raise NameError_(f"{what} {shown(t)} {why}")
     return t
@@ -185,8 +202,17 @@ def word_reason(text: object, phrase: bool = True) -> str | None:
 
 def clean_display_name(text: object, max_len: int) -> str:
     """A player's display name in its stored form: NFKC (a full-width name equals its ASCII twin),
-    trimmed, inner runs of spaces made one, 1..``max_len`` code points, no invisible character,
-    one script (TR39). Digits and punctuation are allowed. Raises :class:`NameError_`."""
+    apostrophe, quote and hyphen variants folded, trimmed, inner runs of spaces made one,
+    1..``max_len`` code points, no invisible character, one script (TR39), no small capital.
+    Digits and punctuation are allowed. Raises :class:`NameError_`."""
     if isinstance(text, str):
-        text = regex.sub(" {2,}", " ", unicodedata.normalize("NFKC", text))
+        text = regex.sub(" {2,}", " ", _fold(text))
     return _base(text, "display name", max_len)
+
+
+def display_name_keys(name: str) -> tuple[str, str]:
+    """The two forms a display name (:func:`clean_display_name`'s output) is unique in: its TR39
+    skeleton case-folded (``Bob`` = ``bob``, ``Dog’s`` = ``dog's``) and as shown (a capital ``I``
+    for an ``l``: ``Iris`` = ``lris``, ``B0B`` = ``BOB``). A new name equal to a player's name in
+    either form is that player's name."""
+    return skeleton(unicodedata.normalize("NFKC", name.casefold())), skeleton(name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Literal, get_args
 
+from gavil.domain.confusables import fold_variants, skeleton
 from gavil.domain.names import NameError_, clean_word, shown
 
 #: Candidate-set sizes the game uses (paper §2.2).
@@ -63,18 +64,31 @@ CRAWL_SOURCES: tuple[str, ...] = get_args(CrawlSource)
 
 
 def normalize_name(name: str) -> str:
-    """The one comparison form of a concept, candidate or association name.
+    """The one stored form of a concept, candidate or association name (raw and game rows,
+    ingested SWOW words, the crawl's URL maps).
 
     Unicode NFKC (so "café" typed precomposed or decomposed is one name, and a full-width
-    "ｄｏｇ" is "dog"), surrounding whitespace trimmed, then case-folded (``str.casefold``: "Dog"
-    and "dog" are one name; "Straße" and "strasse" too) and NFKC again (case folding can leave a
-    non-normalised string). Every stage compares names in this form: ingestion, the crawl's URL
-    maps, annotation import. Raises TypeError for a non-string. What a name may contain is
+    "ｄｏｇ" is "dog"), apostrophe, quote and hyphen variants in their ASCII spelling
+    (:func:`gavil.domain.confusables.fold_variants`: "dog’s" is "dog's"), surrounding whitespace
+    trimmed, then case-folded (``str.casefold``: "Dog" and "dog" are one name; "Straße" and
+    "strasse" too) and NFKC again (case folding can leave a non-normalised string). Names are
+    *compared* by :func:`name_key`. Raises TypeError for a non-string. What a name may contain is
     :mod:`gavil.domain.names`' policy.
     """
     if not isinstance(name, str):
         raise TypeError(f"a name must be a string, got {type(name).__name__}")
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).strip().casefold())
+    folded = fold_variants(unicodedata.normalize("NFKC", fold_variants(name))).strip().casefold()
+    return unicodedata.normalize("NFKC", folded)
+
+
+def name_key(name: str) -> str:
+    """The one comparison form of every name (cue, candidate, association, selection, SWOW word):
+    the Unicode TR39 confusable skeleton (:func:`gavil.domain.confusables.skeleton`) of
+    :func:`normalize_name`, i.e. after NFKC, the variant folds and case folding. Two names with
+    one key are one name: "dog’s" and "dog's", a Latin script "ɡ" and "g", "ıce" and "ice",
+    "modem" and "modern" (TR39: "rn" reads as "m"). A key is for comparing, never shown or stored
+    as a name. Raises TypeError for a non-string."""
+    return skeleton(normalize_name(name))
 
 
 def clean_cue(cue: object) -> str:

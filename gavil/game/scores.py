@@ -54,3 +54,22 @@ def summary(creations: list[dict[str, Any]], solves: list[float]) -> dict[str, A
         "solver_jaccard": round(100 * fmean(solves), 1) if solves else None,
         "bonus": sum(c["bonus"] for c in creations),
     }
+
+
+def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams) -> dict[str, object]:
+    """Player ``pid``'s own scores (percentages) and bonus."""
+    name = db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
+    mine = [c for c in creation_scores(db, min_solvers, p) if c["spymaster_id"] == pid]
+    js = [r[0] for r in db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+    return {"name": name, **summary(mine, js), "bonus_unit": p.bonus_unit}
+
+
+def leaderboard(db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20) -> list[dict[str, object]]:
+    """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``)."""
+    scores = creation_scores(db, min_solvers, p)
+    rows = []
+    for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
+        js = [r[0] for r in db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+        rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
+    rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
+    return list(rows[:limit])

@@ -5,16 +5,16 @@ Inputs are validated with the import's rules (:func:`gavil.domain.vocabulary.cle
 import would flag), so whatever the game stores, ``import_annotations`` accepts. Players pick images by position;
 names never travel to the browser.
 
-Only served work counts. ``GET /api/solve`` *leases* one association to the player (a row in the store: lease id,
-player, instance, issued, expires after ``game.lease_s``); an answer must name a live lease of its own player, and
+Only served work counts. ``POST /api/solve/task`` *leases* one association to the player (a store row: lease
+id, player, instance, issued, expires after ``game.lease_s``; ``GET /api/solve`` only reads the player's live
+lease); an answer must name a live lease of its own player, and
 consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
 the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
 closest to done first, then the oldest. A player holds at most one live lease (they get it again until they answer or
 it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
 
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
-(:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for everyone, as many
-accounts as they like (a trusted lab only).
+(:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
 
 The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
 (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
@@ -24,6 +24,7 @@ The rival never blocks a request: a creation is stored at once, ``rival_state`` 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
 import sqlite3
@@ -34,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gavil.domain.names import NameError_, clean_display_name
-from gavil.domain.privacy import hash_annotator
-from gavil.domain.vocabulary import K_LIMITS, clean_cue, normalize_name
+from gavil.domain.names import NameError_, clean_display_name, display_name_keys
+from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.domain.winogavil import jaccard
+from gavil.game import admin
 from gavil.game.rival import Rival, RivalWorker
-from gavil.game.scores import creation_scores, summary
-from gavil.game.store import checkpoint, connect, read_submissions, transaction
+from gavil.game.scores import dashboard, leaderboard
+from gavil.game.store import checkpoint, connect, transaction
 from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
@@ -69,8 +70,9 @@ class CandidateSet:
 
 
 def clean_name(name: object) -> str:
-    """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, 1 to ``MAX_NAME`` code points,
-    no invisible character, one script). Raises GameError 400 with the reason."""
+    """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, variants folded, 1 to
+    ``MAX_NAME`` code points, no invisible character, one script, no small capital). Raises GameError
+    400 with the reason."""
     if not isinstance(name, str):
         raise GameError(400, "choose a display name")
     try:
@@ -141,8 +143,7 @@ class Game:
             con = self._local.con = connect(self.store, create=False)
         return con
 
-    def paused(self) -> bool:
-        """Whether the operator paused submissions (in memory: no store read)."""
+    def paused(self) -> bool:  # in memory: no store read
         return self._paused
 
     def _submission(self, token: str) -> str:
@@ -167,8 +168,23 @@ class Game:
             raise GameError(401, "unknown session: join the game again")
         return str(row[0])
 
+    def lookup(self, token: object) -> str | None:
+        """The player id of a session token, or None (no token, an unknown one): a read, for the
+        web layer's budgets (an unauthenticated request is charged to its own)."""
+        if not isinstance(token, str) or not token or len(token) > 256:
+            return None
+        row = self.db.execute("SELECT player_id FROM players WHERE token_hash = ?", (_sha(token),)).fetchone()
+        return None if row is None else str(row[0])
+
+    def admin_ok(self, token: object) -> bool:
+        """Whether ``token`` is the admin token, compared in constant time: both sides' sha256
+        digests (fixed length, so neither the length nor a prefix of the token shows in the time)."""
+        given = token.encode("utf-8", "surrogatepass") if isinstance(token, str) else b""
+        return hmac.compare_digest(hashlib.sha256(given).digest(), hashlib.sha256(self.admin_token.encode()).digest())
+
     def check_admin(self, token: object) -> None:
-        if not isinstance(token, str) or not secrets.compare_digest(token.encode(), self.admin_token.encode()):
+        """Raise GameError 403 unless ``token`` is the admin token (:meth:`admin_ok`)."""
+        if not self.admin_ok(token):
             raise GameError(403, "admin token required")
 
     # ------------------------------------------------------------------------------ joining
@@ -213,9 +229,11 @@ class Game:
                         raise GameError(403, "unknown invitation code: ask the operator for your own")
                     if inv[0] is not None:
                         raise GameError(403, "this invitation was already used: each one creates one account")
+                cf_key, look_key = display_name_keys(display)
                 db.execute(
-                    "INSERT INTO players VALUES (?, ?, ?, ?, ?)",
-                    (pid, _sha(token), display, normalize_name(display), now),
+                    "INSERT INTO players (player_id, token_hash, display_name, name_key, created_at, look_key)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (pid, _sha(token), display, cf_key, now, look_key),
                 )
                 if not shared:
                     db.execute(
@@ -223,7 +241,9 @@ class Game:
                         (pid, now, _sha(code)),
                     )
         except sqlite3.IntegrityError:
-            raise GameError(409, "that display name is taken; choose another") from None
+            raise GameError(
+                409, "that display name is taken (it reads like another player's name: TR39 skeleton); choose another"
+            ) from None
         return {"token": token, "name": display}
 
     # ------------------------------------------------------------------------------ spymaster
@@ -234,12 +254,15 @@ class Game:
             (pid,),
         ).fetchone()
 
-    def creation_task(self, token: str) -> dict[str, Any] | None:
+    def creation_task(self, token: str, reserve: bool = True) -> dict[str, Any] | None:
         """The player's open creation task (a candidate set and its cues so far), or a new one on
         the set with the fewest tasks in use (with a cue, or handed out in the last ``lease_s``)
-        that the player has not had; None when none is left. Reserved only here, on request."""
+        that the player has not had; None when none is left. Reserved only here, on request: with
+        ``reserve`` false only the open task is returned, if any (a read, nothing written)."""
         pid = self.player(token)
         row = self._open_task(pid)
+        if row is None and not reserve:
+            return None
         if row is None:
             with transaction(self.db) as db:
                 row = self._open_task(pid)
@@ -287,7 +310,8 @@ class Game:
             raise GameError(400, f"select {lo} to {hi} images for {len(cs.candidates)} candidates")
         assoc = [cs.candidates[i] for i in picks]
         iid = "g_" + secrets.token_hex(8)
-        content = json.dumps([normalize_name(cue_text), sorted(normalize_name(c) for c in cs.candidates)])
+        # one cue per candidate set, compared by TR39 skeleton (gavil.domain.vocabulary.name_key)
+        content = json.dumps([name_key(cue_text), sorted(name_key(c) for c in cs.candidates)], ensure_ascii=False)
         pending = self.rival.model is not None
         try:
             with transaction(self.db) as db:
@@ -303,7 +327,7 @@ class Game:
                         task["task_id"],
                         pid,
                         cue_text,
-                        normalize_name(cue_text),
+                        name_key(cue_text),
                         content,
                         task["candidates"],
                         json.dumps([normalize_name(a) for a in assoc], ensure_ascii=False),
@@ -354,36 +378,42 @@ class Game:
         return self._worker is None or self._worker.wait_idle(timeout)
 
     # ------------------------------------------------------------------------------ solver
-    def solve_task(self, token: str) -> dict[str, Any] | None:
-        """Lease the association this player should solve next (module docstring), or None.
+    def solve_task(self, token: str, issue: bool = True) -> dict[str, Any] | None:
+        """Lease the association this player should solve next (module docstring), or None. With
+        ``issue`` false only the player's live lease is returned, if any: a read, nothing written.
 
         Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
         (sha256 in candidate order), ``k`` and ``expires_in_s``."""
         pid = self.player(token)
         now = self.clock()
-        with transaction(self.db) as db:
-            need = (
-                "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) + (SELECT COUNT(*) FROM leases o"
-                " WHERE o.instance_id = c.instance_id AND o.expires_at > ? AND o.solver_id != ?) < ?"
-            )
-            lease = db.execute(
-                "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
-                f" WHERE l.solver_id = ? AND l.expires_at > ? AND {need} ORDER BY l.issued_at LIMIT 1",
-                (pid, now, now, pid, self.min_solvers),
-            ).fetchone()
-            if lease is None:
-                db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
-                pick = db.execute(
-                    "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != ? AND NOT EXISTS"
-                    " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = ?)"
-                    f" AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) DESC,"
-                    " c.seq LIMIT 1",
-                    (pid, pid, now, pid, self.min_solvers),
-                ).fetchone()
-                if pick is None:
-                    return None
-                lease = (secrets.token_urlsafe(18), pick[0], now + self.p.lease_s)
-                db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)", (lease[0], lease[1], pid, now, lease[2]))
+        need = (
+            "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) + (SELECT COUNT(*) FROM leases o"
+            " WHERE o.instance_id = c.instance_id AND o.expires_at > ? AND o.solver_id != ?) < ?"
+        )
+        live = (
+            "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
+            f" WHERE l.solver_id = ? AND l.expires_at > ? AND {need} ORDER BY l.issued_at LIMIT 1"
+        )
+        args = (pid, now, now, pid, self.min_solvers)
+        lease = self.db.execute(live, args).fetchone()
+        if lease is None and not issue:
+            return None
+        if lease is None:
+            with transaction(self.db) as db:
+                lease = db.execute(live, args).fetchone()
+                if lease is None:
+                    db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
+                    pick = db.execute(
+                        "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != ? AND NOT EXISTS"
+                        " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = ?)"
+                        f" AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id)"
+                        " DESC, c.seq LIMIT 1",
+                        (pid, pid, now, pid, self.min_solvers),
+                    ).fetchone()
+                    if pick is None:
+                        return None
+                    lease = (secrets.token_urlsafe(18), pick[0], now + self.p.lease_s)
+                    db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)", (lease[0], lease[1], pid, now, lease[2]))
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease[1],)).fetchone()
         return {
             "lease_id": lease[0],
@@ -403,7 +433,7 @@ class Game:
         association has its ``select.min_solvers`` answers)."""
         pid = self._submission(token)
         if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
-            raise GameError(400, "name the solve task you were served (lease_id): get one from GET /api/solve")
+            raise GameError(400, "name the solve task you were served (lease_id): get one from POST /api/solve/task")
         lease = self._lease(lease_id, pid)
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:
@@ -439,7 +469,7 @@ class Game:
         if lease is None:
             if self.db.execute("SELECT 1 FROM solves WHERE lease_id = ?", (lease_id,)).fetchone():
                 raise GameError(409, "this task was already answered: get the next one")
-            raise GameError(404, "no such solve task: get one from the Solver page (GET /api/solve)")
+            raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
         if lease["solver_id"] != pid:
             raise GameError(403, "this solve task was served to another player")
         if lease["expires_at"] <= self.clock():
@@ -448,22 +478,12 @@ class Game:
 
     # ------------------------------------------------------------------------------ scores
     def dashboard(self, token: str) -> dict[str, Any]:
-        """The player's own scores (percentages) and bonus."""
-        pid = self.player(token)
-        name = self.db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
-        mine = [c for c in creation_scores(self.db, self.min_solvers, self.p) if c["spymaster_id"] == pid]
-        js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
-        return {"name": name, **summary(mine, js), "bonus_unit": self.p.bonus_unit}
+        """The player's own scores (percentages) and bonus (:func:`gavil.game.scores.dashboard`)."""
+        return dashboard(self.db, self.player(token), self.min_solvers, self.p)
 
     def leaderboard(self, limit: int = 20) -> list[dict[str, Any]]:
         """Display names ranked by bonus, then fool-the-AI, then associations solved."""
-        scores = creation_scores(self.db, self.min_solvers, self.p)
-        rows = []
-        for pid, name in self.db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
-            js = [r[0] for r in self.db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
-            rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
-        rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
-        return rows[:limit]
+        return leaderboard(self.db, self.min_solvers, self.p, limit)
 
     # ------------------------------------------------------------------------------ admin
     def set_paused(self, paused: bool) -> None:
@@ -472,29 +492,9 @@ class Game:
         self._paused = paused
 
     def submissions(self) -> dict[str, list[dict[str, Any]]]:
-        """Every creation and solve, player ids replaced by their keyed hashes (as the import does)."""
-        h = lambda pid: hash_annotator(pid, self.key)  # noqa: E731
-        creations = [
-            {**{k: r[k] for k in r.keys() if k != "spymaster_id"}, "spymaster": h(r["spymaster_id"])}
-            for r in self.db.execute("SELECT * FROM creations ORDER BY seq")
-        ]
-        solves = [
-            {**{k: r[k] for k in r.keys() if k != "solver_id"}, "solver": h(r["solver_id"])}
-            for r in self.db.execute("SELECT * FROM solves ORDER BY seq")
-        ]
-        return {"creations": creations, "solves": solves}
+        """Every creation and solve, player ids replaced by their keyed hashes (:func:`gavil.game.admin.submissions`)."""
+        return admin.submissions(self.db, self.key)
 
     def export(self) -> dict[str, list[dict[str, Any]]]:
-        """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
-        :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
-        trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""
-        creations, solves = read_submissions(self.store)
-        h = lambda pid: hash_annotator(pid, self.key)  # noqa: E731
-        fields = ("instance_id", "task_id", "cue", "candidates", "associations", "score_fool_the_ai", "images_source")
-        return {
-            "creations": [{**{k: c[k] for k in fields}, "spymaster_id": h(c["spymaster_id"])} for c in creations],
-            "solves": [
-                {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
-                for r in solves
-            ],
-        }
+        """The store as a raw annotation batch (:func:`gavil.game.admin.export`)."""
+        return admin.export(self.store, self.key)

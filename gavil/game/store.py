@@ -18,8 +18,10 @@ every version up to :data:`SCHEMA_VERSION` (:func:`read_submissions`).
 Tables (ids are random and local to the store; ``import_annotations`` hashes player ids with the
 annotator key before anything leaves it):
 
-- ``players(player_id, token_hash, display_name, name_key, created_at)``: ``token_hash`` is the
-  sha256 of the session token (the token itself is never stored).
+- ``players(player_id, token_hash, display_name, name_key, created_at, look_key)``: ``token_hash``
+  is the sha256 of the session token (the token itself is never stored); ``name_key`` and
+  ``look_key`` are the display name's two unique forms
+  (:func:`gavil.domain.names.display_name_keys`: its TR39 skeleton case-folded and as shown).
 - ``invitations(code_hash, created_at, used_by, used_at)``: operator-issued single-use join codes
   (``game.identity: invitation``), stored as sha256; ``used_by`` is the one player it created.
 - ``tasks(task_id, set_id, spymaster_id, candidates, created_at)``: a creation task, one
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,7 +53,7 @@ from typing import Any
 from gavil.errors import GavilError
 
 STORE_FILE = "game.sqlite"
-SCHEMA_VERSION = 2  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+SCHEMA_VERSION = 3  # PRAGMA user_version of a store this code writes; older ones are migrated on open
 
 
 class GameStoreError(GavilError):
@@ -107,9 +109,46 @@ CREATE TABLE invitations(
 CREATE INDEX creations_pending ON creations(rival_state) WHERE rival_state = 'pending';
 """
 
-MIGRATIONS: dict[int, str] = {0: _TABLES_V1, 1: _MIGRATE_1_TO_2}
-"""SQL taking a store of version ``v`` to ``v + 1`` (version 0: no tables; its step creates
-version 1's tables, then every later step applies)."""
+
+def _rekey(con: sqlite3.Connection) -> None:
+    """Version 2 -> 3: names are compared by their TR39 skeleton. Players get ``look_key`` and a
+    new ``name_key`` (:func:`gavil.domain.names.display_name_keys`), creations a new ``cue_norm``
+    and ``content_key`` (:func:`gavil.domain.vocabulary.name_key`). Rows that the new keys make
+    twins were both accepted before: each keeps its row, the later one's key made unique with its
+    id (no new row can match it); ``import_annotations`` and selection decide about such twins."""
+    from gavil.domain.names import display_name_keys
+    from gavil.domain.vocabulary import name_key
+
+    con.execute("ALTER TABLE players ADD COLUMN look_key TEXT")
+    seen: set[str] = set()
+
+    def unique(key: str, row_id: str) -> str:
+        key = key if key not in seen else f"{key}\x00{row_id}"
+        seen.add(key)
+        return key
+
+    players = con.execute("SELECT player_id, display_name FROM players ORDER BY created_at, player_id").fetchall()
+    con.execute("UPDATE players SET name_key = '#' || player_id")  # free every old key first
+    for pid, name in players:
+        cf, look = (pid, pid) if pid.startswith("variant:") else display_name_keys(name)
+        con.execute(
+            "UPDATE players SET name_key = ?, look_key = ? WHERE player_id = ?",
+            (unique("cf\x1f" + cf, pid)[3:], unique("look\x1f" + look, pid)[5:], pid),
+        )
+    con.execute("CREATE UNIQUE INDEX players_look ON players(look_key)")
+    rows = con.execute("SELECT seq, instance_id, task_id, cue, candidates FROM creations ORDER BY seq").fetchall()
+    con.execute("UPDATE creations SET content_key = '#' || instance_id, cue_norm = '#' || instance_id")
+    for seq, iid, task, cue, cands in rows:
+        content = json.dumps([name_key(cue), sorted(name_key(c) for c in json.loads(cands))], ensure_ascii=False)
+        norm = unique(f"task\x1f{task}\x1f{name_key(cue)}", iid).split("\x1f", 2)[2]
+        con.execute(
+            "UPDATE creations SET content_key = ?, cue_norm = ? WHERE seq = ?", (unique(content, iid), norm, seq)
+        )
+
+
+MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {0: _TABLES_V1, 1: _MIGRATE_1_TO_2, 2: _rekey}
+"""SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
+no tables; its step creates version 1's tables, then every later step applies)."""
 
 
 def store_file(store_dir: str | Path) -> Path:
@@ -143,15 +182,39 @@ def _migrate(con: sqlite3.Connection, path: Path) -> None:
         if v > SCHEMA_VERSION:
             raise _too_new(path, v)
         while v < SCHEMA_VERSION:
-            for stmt in MIGRATIONS[v].split(";"):
-                if stmt.strip():
-                    con.execute(stmt)
+            step = MIGRATIONS[v]
+            if callable(step):
+                step(con)
+            else:
+                for stmt in step.split(";"):
+                    if stmt.strip():
+                        con.execute(stmt)
             v += 1
         con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+
+
+def check_store_path(path: str | Path) -> bool:
+    """Whether a store exists at ``path``: False when nothing is there (no game was played), True
+    for a regular file (symbolic links followed).
+
+    Raises:
+        GameStoreError: something that is not a regular file is there (a folder, a dangling or
+            looping link, a device): it cannot be the store, and reading it as "no store" would
+            silently drop every game answer.
+    """
+    path = Path(path)
+    if path.is_file():
+        return True
+    if not path.exists() and not path.is_symlink():
+        return False
+    what = "a dangling or looping symbolic link" if path.is_symlink() and not path.exists() else "not a regular file"
+    if path.is_dir():
+        what = "a folder"
+    raise _fail(path, f"{what}, not an SQLite file", "move it away, or restore game.sqlite from a backup")
 
 
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
@@ -161,10 +224,14 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
 
     Raises:
         StoreTooNew: the store's version is above :data:`SCHEMA_VERSION` (any ``create``).
+        GameStoreError: ``path`` is a folder, a dangling link or another non-file
+            (:func:`check_store_path`), or a file that is not SQLite.
     """
     path = Path(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
+    if check_store_path(path) and path.stat().st_size and _header(path) != _SQLITE_MAGIC:
+        raise _fail(path, "not an SQLite database (wrong file header)", "move it away, or restore it from a backup")
     con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
     try:
         con.row_factory = sqlite3.Row
@@ -249,10 +316,17 @@ def _json_list(path: Path, table: str, seq: object, column: str, value: object) 
         ) from None
 
 
+def _header(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(len(_SQLITE_MAGIC))
+
+
 def _open_read_only(path: Path) -> sqlite3.Connection:
     """A read-only connection (never changes the file: no journal-mode switch, no schema)."""
-    with open(path, "rb") as f:
-        head = f.read(len(_SQLITE_MAGIC))
+    try:
+        head = _header(path)
+    except OSError as e:
+        raise _fail(path, f"cannot be read ({e.strerror or e})") from None
     if not head:
         raise _fail(path, "the file is empty (0 bytes): the game always writes its tables, so it was truncated")
     if head != _SQLITE_MAGIC:
@@ -300,15 +374,16 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     like one without a rival (score null, every other field final); once the score is stored, the
     store file changes and the next ``dvc repro`` re-imports it with the score. Each creation also
     carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1).
-    Returns two empty lists for a missing file. The file is opened read-only: reading never changes it.
+    Returns two empty lists when nothing is at ``path``. The file is opened read-only: reading never changes it.
 
     Raises:
-        GameStoreError: the file is empty (0 bytes), not SQLite, damaged or truncated (SQLite's
+        GameStoreError: ``path`` is a folder or a dangling link (:func:`check_store_path`), the
+            file cannot be read, is empty (0 bytes), not SQLite, damaged or truncated (SQLite's
             ``quick_check``), of a newer schema (``user_version`` > :data:`SCHEMA_VERSION`), lacks a
             table or column of :data:`READ_COLUMNS`, or a row's list cell is not JSON text.
     """
     path = Path(path)
-    if not path.is_file():
+    if not check_store_path(path):
         return [], []
     try:
         con = _open_read_only(path)

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gavil.domain.vocabulary import normalize_name
+from gavil.domain.vocabulary import name_key, normalize_name
 
 #: the spymaster of served ``swow_af`` instances (a player row nobody can sign in as)
 VARIANT_SPYMASTER = "variant:swow_af"
@@ -36,8 +36,16 @@ def store_variant(
     (:meth:`gavil.game.service.Game.serve_variant`)."""
     added = 0
     db.execute(
-        "INSERT OR IGNORE INTO players VALUES (?, ?, ?, ?, ?)",
-        (VARIANT_SPYMASTER, _sha(secrets.token_urlsafe(32)), "swow_af variant", VARIANT_SPYMASTER, now),
+        "INSERT OR IGNORE INTO players (player_id, token_hash, display_name, name_key, created_at, look_key)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            VARIANT_SPYMASTER,
+            _sha(secrets.token_urlsafe(32)),
+            "swow_af variant",
+            VARIANT_SPYMASTER,
+            now,
+            VARIANT_SPYMASTER,
+        ),
     )
     for v in instances:
         by_name |= dict(zip(v.candidates, v.shas))
@@ -47,7 +55,7 @@ def store_variant(
         if db.execute("SELECT 1 FROM creations WHERE instance_id = ?", (v.instance_id,)).fetchone():
             continue
         db.execute("INSERT OR IGNORE INTO tasks VALUES (?, ?, ?, ?, ?)", (tid, tid, VARIANT_SPYMASTER, cands, now))
-        content = json.dumps([normalize_name(v.cue), sorted(normalize_name(c) for c in v.candidates)])
+        content = json.dumps([name_key(v.cue), sorted(name_key(c) for c in v.candidates)], ensure_ascii=False)
         db.execute(
             "INSERT OR IGNORE INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key,"
             " candidates, associations, rival_status, rival_predictions, score_fool_the_ai, created_at,"
@@ -57,7 +65,7 @@ def store_variant(
                 tid,
                 VARIANT_SPYMASTER,
                 v.cue,
-                normalize_name(v.cue),
+                name_key(v.cue),
                 content,
                 cands,
                 json.dumps([normalize_name(a) for a in v.associations], ensure_ascii=False),

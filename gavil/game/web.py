@@ -11,7 +11,14 @@ chose (``/img/<sha256>``); the client never names a path.
 
 Limits come before work (:class:`Throttle`): joins are throttled per client address and per join
 code sent, submissions per client address and per account (never per session token, so joining
-again resets nothing); a refusal is HTTP 429 with ``Retry-After`` (seconds). Request bodies are
+again resets nothing), reads and work requests per account; a request with no or an unknown
+session token is charged to its own per-address budget, never to an authenticated player's; admin
+attempts per address and across the server, before the token is compared (in constant time), and
+each refused one waits ``game.admin_failure_delay_s``, one at a time, and is logged. A refusal is
+HTTP 429 with ``Retry-After`` (seconds). The client address is the TCP peer: forwarded headers
+count only from a proxy named in ``game.trusted_proxies`` (:func:`client_address`). Reads (every
+``GET``) never write to the store; a task is reserved by ``POST /api/create/task`` and a solve
+task leased by ``POST /api/solve/task``. Request bodies are
 read through a cap (:func:`read_capped`): over :data:`MAX_BODY` bytes is HTTP 413, decided from
 ``Content-Length`` before reading or after at most ``MAX_BODY`` + one chunk of a chunked body,
 never buffered whole. Each endpoint's JSON body is one strict pydantic model (:class:`JoinBody`,
@@ -21,8 +28,11 @@ lengths; a violation is HTTP 400 naming the field and what it must be.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import ipaddress
+import logging
 import math
 import re
 import time
@@ -91,7 +101,7 @@ class CreateBody(_Body):
 
 
 class SolveBody(_Body):
-    """``POST /api/solve``: the lease the server issued with ``GET /api/solve`` (only served work counts)."""
+    """``POST /api/solve``: the lease the server issued with ``POST /api/solve/task`` (only served work counts)."""
 
     lease_id: Id
     selection: Positions
@@ -170,7 +180,10 @@ class Throttle:
     Rules (``game`` params, ``limits`` notation such as ``30/minute; 100/hour``):
     ``join_address`` and ``join_code`` (every ``POST /api/join``, keyed by client address and
     by the sha256 of the code sent), ``submit_address`` and ``submit_account`` (every create or
-    solve, keyed by client address and by player id; ``submissions_per_minute`` per account).
+    solve of an authenticated player, keyed by client address and by player id;
+    ``submissions_per_minute`` per account), ``read_account`` (every other request of an
+    account), ``unauthenticated`` (requests with no or an unknown session token, per client
+    address), ``admin_address`` and ``admin_global`` (admin-token attempts).
     """
 
     def __init__(self, p: GameParams) -> None:
@@ -180,6 +193,13 @@ class Throttle:
             "join_code": (parse_many(p.join_limit_per_code), "join attempts with this code"),
             "submit_address": (parse_many(p.submission_limit_per_address), "submissions from this address"),
             "submit_account": (parse_many(f"{p.submissions_per_minute}/minute"), "submissions from this account"),
+            "read_account": (parse_many(p.read_limit_per_account), "requests from this account"),
+            "unauthenticated": (
+                parse_many(p.unauthenticated_limit_per_address),
+                "requests without a valid session from this address",
+            ),
+            "admin_address": (parse_many(p.admin_limit_per_address), "admin attempts from this address"),
+            "admin_global": (parse_many(p.admin_limit_global), "admin attempts (all addresses)"),
         }
 
     def hit(self, rule: str, key: str) -> None:
@@ -201,9 +221,35 @@ class Throttle:
                 )
 
 
-def client_address(request: Request) -> str:
-    """The client's IP address as uvicorn reports it (``X-Forwarded-For`` only from its trusted proxies)."""
-    return request.client.host if request.client else "unknown"
+Networks = list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        return None
+
+
+def client_address(request: Request, trusted: Networks = []) -> str:  # noqa: B006 (never mutated)
+    """The client's IP address: the TCP peer (``gavil game`` runs uvicorn with its proxy headers
+    off). Only when the peer is a proxy in ``trusted`` (``game.trusted_proxies``) is
+    ``X-Forwarded-For`` read, from the right: the first address that is not a trusted proxy is the
+    client (a client-written left part is never believed); a malformed entry stops the walk there.
+    ``Forwarded`` and ``X-Real-IP`` are never read."""
+    peer = request.client.host if request.client else "unknown"
+    hop = _address(peer)
+    if not trusted or hop is None or not any(hop in net for net in trusted):
+        return peer
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    for part in reversed(forwarded.split(",") if forwarded else []):
+        addr = _address(part)
+        if addr is None:
+            break
+        hop = addr
+        if not any(addr in net for net in trusted):
+            break
+    return str(hop)
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -221,12 +267,46 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
     Its throttles (:class:`Throttle`) live in this app's memory: a restart starts them afresh.
     """
     throttle = Throttle(game.p)
+    trusted: Networks = [ipaddress.ip_network(n, strict=False) for n in game.p.trusted_proxies]
+    admin_lock = asyncio.Lock()  # refused admin attempts wait one at a time: slowed server-wide
+    log = logging.getLogger("gavil.game")
+
+    def address(request: Request) -> str:
+        return client_address(request, trusted)
+
+    async def account(request: Request, rule: str) -> str:
+        """The request's session token once its account's budget (``rule``: submit or read) allows
+        it; no or an unknown token is charged to the address's unauthenticated budget, then 401."""
+        token = _token(request)
+        pid = await run(game.lookup, token) if token else None
+        if pid is None:
+            throttle.hit("unauthenticated", address(request))
+            raise GameError(401, "join the game first" if not token else "unknown session: join the game again")
+        if rule == "submit":
+            throttle.hit("submit_address", address(request))
+            throttle.hit("submit_account", pid)
+        else:
+            throttle.hit("read_account", pid)
+        return token
 
     async def submitter(request: Request) -> str:
-        throttle.hit("submit_address", client_address(request))
-        token = _token(request)
-        throttle.hit("submit_account", await run(game.player, token))
-        return token
+        return await account(request, "submit")
+
+    async def reader(request: Request) -> str:
+        return await account(request, "read")
+
+    async def admin(request: Request) -> None:
+        """Admin attempts are limited per address and server-wide before the token is compared (in
+        constant time); a refused one is logged and answered after ``admin_failure_delay_s``."""
+        addr = address(request)
+        throttle.hit("admin_address", addr)
+        throttle.hit("admin_global", "all")
+        if game.admin_ok(request.headers.get("x-admin-token")):
+            return
+        log.warning("game: refused admin token from %s on %s %s", addr, request.method, request.url.path)
+        async with admin_lock:
+            await asyncio.sleep(game.p.admin_failure_delay_s)
+        raise GameError(403, "admin token required")
 
     def page(name: str, media: str) -> Any:
         async def handler(request: Request) -> Response:
@@ -247,13 +327,18 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         )
 
     async def join(request: Request) -> Response:
-        throttle.hit("join_address", client_address(request))
+        throttle.hit("join_address", address(request))
         b = await parse(request, JoinBody)
         throttle.hit("join_code", hashlib.sha256(b.code.encode()).hexdigest())
         return _json(await run(game.join, b.code, b.name))
 
     async def create_get(request: Request) -> Response:
-        return _json({"task": await run(game.creation_task, _token(request))})
+        return _json({"task": await run(game.creation_task, await reader(request), False)})
+
+    async def create_task(request: Request) -> Response:
+        token = await reader(request)
+        await read_capped(request)  # a body, if any, is bounded and ignored
+        return _json({"task": await run(game.creation_task, token)})
 
     async def create_post(request: Request) -> Response:
         token = await submitter(request)
@@ -261,7 +346,12 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         return _json(await run(game.create, token, c.task_id, c.cue, list(c.selection)))
 
     async def solve_get(request: Request) -> Response:
-        return _json({"task": await run(game.solve_task, _token(request))})
+        return _json({"task": await run(game.solve_task, await reader(request), False)})
+
+    async def solve_task(request: Request) -> Response:
+        token = await reader(request)
+        await read_capped(request)
+        return _json({"task": await run(game.solve_task, token)})
 
     async def solve_post(request: Request) -> Response:
         token = await submitter(request)
@@ -269,13 +359,13 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         return _json(await run(game.solve, token, b.lease_id, list(b.selection)))
 
     async def creation(request: Request) -> Response:
-        return _json(await run(game.creation, _token(request), request.path_params["instance_id"]))
+        return _json(await run(game.creation, await reader(request), request.path_params["instance_id"]))
 
     async def me(request: Request) -> Response:
-        return _json(await run(game.dashboard, _token(request)))
+        return _json(await run(game.dashboard, await reader(request)))
 
     async def leaderboard(request: Request) -> Response:
-        await run(game.player, _token(request))
+        await reader(request)
         return _json({"rows": await run(game.leaderboard)})
 
     async def image(request: Request) -> Response:
@@ -285,23 +375,23 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         return FileResponse(image_paths[sha], headers={**SECURITY_HEADERS, "Cache-Control": "max-age=86400"})
 
     async def admin_pause(request: Request) -> Response:
-        game.check_admin(request.headers.get("x-admin-token"))
+        await admin(request)
         b = await parse(request, PauseBody)
         await run(game.set_paused, b.paused)
         return _json({"paused": await run(game.paused)})
 
     async def admin_submissions(request: Request) -> Response:
-        game.check_admin(request.headers.get("x-admin-token"))
+        await admin(request)
         return _json(await run(game.submissions))
 
     async def admin_invitations(request: Request) -> Response:
-        game.check_admin(request.headers.get("x-admin-token"))
+        await admin(request)
         b = await parse(request, InvitationsBody)
         codes = await run(game.create_invitations, b.count)
         return _json({"codes": codes, **await run(game.invitations)})
 
     async def admin_export(request: Request) -> Response:
-        game.check_admin(request.headers.get("x-admin-token"))
+        await admin(request)
         return _json(await run(game.export))
 
     async def on_error(request: Request, exc: Exception) -> Response:
@@ -316,9 +406,11 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/api/join", join, methods=["POST"]),
         Route("/api/create", create_get, methods=["GET"]),
         Route("/api/create", create_post, methods=["POST"]),
+        Route("/api/create/task", create_task, methods=["POST"]),
         Route("/api/create/{instance_id}", creation, methods=["GET"]),
         Route("/api/solve", solve_get, methods=["GET"]),
         Route("/api/solve", solve_post, methods=["POST"]),
+        Route("/api/solve/task", solve_task, methods=["POST"]),
         Route("/api/me", me),
         Route("/api/leaderboard", leaderboard),
         Route("/img/{sha}", image),

@@ -6,6 +6,7 @@ Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the s
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
@@ -59,6 +60,19 @@ class GameParams(Section):
     join_limit_per_address: RateLimit = runtime_field("30/minute; 100/hour")  # POST /api/join per client address
     join_limit_per_code: RateLimit = runtime_field("60/minute")  # POST /api/join per join code sent (right or wrong)
     submission_limit_per_address: RateLimit = runtime_field("120/minute")  # creates + solves per client address
+    # requests with no or an unknown session token, per client address: their own budget, so an
+    # unauthenticated flood never uses up an authenticated player's
+    unauthenticated_limit_per_address: RateLimit = runtime_field("60/minute")
+    # reads and work requests of one account (dashboard, leaderboard, rival polls, task requests)
+    read_limit_per_account: RateLimit = runtime_field("300/minute")
+    # admin-token attempts, right or wrong, checked before the token is compared
+    admin_limit_per_address: RateLimit = runtime_field("10/minute; 50/hour")
+    admin_limit_global: RateLimit = runtime_field("30/minute; 300/hour")
+    # seconds a refused admin token waits before its answer, one refusal at a time across the server
+    admin_failure_delay_s: Annotated[float, Field(ge=0, le=60)] = runtime_field(1.0)
+    # reverse proxies (IP addresses or CIDR networks) trusted to name the client in X-Forwarded-For;
+    # empty (default): forwarded headers are ignored and the client is the TCP peer
+    trusted_proxies: list[str] = runtime_field([])
     # true: the swow_af variant's instances (data/adversarial/swow_af.parquet, status ok, every image
     # accepted) are served as solve tasks too; their solves are imported and selection decides (>= 80 %)
     serve_af_variant: bool = runtime_field(False)
@@ -76,6 +90,18 @@ class GameParams(Section):
             BonusTier(min_fool=80, amount=4),
         ]
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for net in v:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{net!r} is not an IP address or CIDR network such as 10.0.0.5 or 10.0.0.0/24"
+                ) from None
+        return v
 
     @field_validator("bonus_tiers")
     @classmethod

@@ -142,6 +142,7 @@ STAGES: tuple[StageSpec, ...] = (
         writes=(
             "selection",
             "id_ledger",
+            "published_ids",
             "table1",
             "table1_md",
             "annotator_stats",

@@ -11,7 +11,7 @@ from typing import Any
 
 from schemas.raw import CROWD_FIXED_COLUMNS
 from stages.import_annotations.raw import import_creation_records, import_solve_records, missing_columns
-from stages.import_annotations.records import ImportState, Records, iter_records
+from stages.import_annotations.records import ImportState, Records, duplicate_header_reason, header_of, iter_records
 
 
 def _crowd_records(path: Path, kind: str, crowd: dict[str, Any]) -> Records:
@@ -69,6 +69,11 @@ def import_crowd(path: Path, kind: str, crowd: dict[str, Any], state: ImportStat
         else ["instance_id", "selection"]
     )
     required = CROWD_FIXED_COLUMNS + [cols[k] for k in wanted]
+    dup = duplicate_header_reason(header_of(path))
+    if dup:
+        state.reject(name, 1, kind, dup, None)
+        state.read[name] = 0
+        return
     missing = missing_columns(path, required)
     if missing:
         state.reject(name, 1, kind, f"missing column(s) {missing} (see annotations.crowd.columns)", None)

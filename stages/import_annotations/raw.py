@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from gavil.domain.privacy import hash_annotator
-from gavil.domain.vocabulary import clean_cue, normalize_name
+from gavil.domain.vocabulary import clean_cue, name_key
 from schemas.raw import RawCreation, RawSolve, required_columns
 from stages.import_annotations.records import (
     ImportState,
     Records,
     RowError,
     check_instance_shape,
+    duplicate_header_reason,
     header_of,
     iter_records,
     parse_id,
@@ -45,17 +46,16 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
     cands = parse_list(rec["candidates"], "candidates", normalize=True)
     assoc = parse_list(rec["associations"], "associations", normalize=True)
     check_instance_shape(cands, assoc)
-    content = (normalize_name(cue), tuple(sorted(cands)))
-    if content in state.seen_raw_content:
-        raise RowError(f"duplicate creation: cue {cue!r} was already given for these candidates")
     task = None if rec.get("task_id") in (None, "") else parse_id(rec.get("task_id"), "task_id")
     if task is not None:
         prior = state.tasks.get(task)
         if prior is not None:
-            if prior["candidates"] != tuple(sorted(cands)):
+            if prior["candidates"] != frozenset(name_key(c) for c in cands):
                 raise RowError(f"task {task!r}: candidates differ from the task's first cue")
             if len(prior["cues"]) >= 2:
                 raise RowError(f"task {task!r} already has two cues")
+            if name_key(cue) in prior["cues"]:
+                raise RowError(f"duplicate creation: cue {cue!r} was already given for these candidates in this task")
     spymaster = parse_id(rec.get("spymaster_id"), "spymaster_id")
     fool = rec.get("score_fool_the_ai")
     fool = None if fool in (None, "") else parse_int(fool, "score_fool_the_ai")
@@ -70,7 +70,6 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
         "cue": cue,
         "candidates": cands,
         "associations": assoc,
-        "content": content,
         "task": task,
         "spymaster": spymaster,
         "fool": fool,
@@ -79,10 +78,10 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
 
 
 def _accept_creation(v: dict[str, Any], name: str, line: int, state: ImportState) -> None:
-    state.seen_raw_content.add(v["content"])
     if v["task"] is not None:
-        entry = state.tasks.setdefault(v["task"], {"candidates": tuple(sorted(v["candidates"])), "cues": set()})
-        entry["cues"].add(normalize_name(v["cue"]))
+        cands = frozenset(name_key(c) for c in v["candidates"])
+        entry = state.tasks.setdefault(v["task"], {"candidates": cands, "cues": set()})
+        entry["cues"].add(name_key(v["cue"]))
     state.add_instance(
         {
             "instance_uid": v["uid"],
@@ -149,9 +148,11 @@ def import_solve_records(name: str, records: Records, state: ImportState) -> int
         if solver == inst["spymaster"]:
             raise RowError("the solver is the instance's spymaster: an association is solved by other players")
         sel = parse_list(rec["selection"], "selection", normalize=True)
-        extra = [s for s in sel if s not in inst["candidates"]]
+        spelled = {name_key(c): c for c in inst["candidates"]}
+        extra = [s for s in sel if name_key(s) not in spelled]
         if extra:
             raise RowError(f"selection {extra} not among the instance's candidates")
+        sel = [spelled[name_key(s)] for s in sel]  # one name, the instance's spelling
         if len(sel) != inst["num_associations"]:
             raise RowError(f"selection has {len(sel)} images; the instance asks for K={inst['num_associations']}")
         if (uid, solver) in state.solved:
@@ -171,6 +172,11 @@ def _import_raw_file(path: Path, kind: str, state: ImportState) -> None:
     model, importer = (RawCreation, import_creation_records) if kind == "creation" else (RawSolve, import_solve_records)
     # a CSV's header names the columns of every row; JSONL records each carry their own keys,
     # so a record missing a field is rejected on its own (as a short CSV row is), not the file
+    dup = None if path.suffix.lower() == ".jsonl" else duplicate_header_reason(header_of(path))
+    if dup:
+        state.reject(name, 1, kind, dup, None)
+        state.read[name] = 0
+        return
     missing = [] if path.suffix.lower() == ".jsonl" else missing_columns(path, required_columns(model))
     if missing:
         state.reject(name, 1, kind, f"missing column(s) {missing}; required {required_columns(model)}", None)

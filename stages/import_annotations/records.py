@@ -27,6 +27,7 @@ from gavil.domain.vocabulary import (
     RELEASE_DATASET_COLUMNS,
     RELEASE_GAME_COLUMNS,
     RELEASE_SWOW_COLUMNS,
+    name_key,
     normalize_name,
 )
 from gavil.domain.winogavil import k_is_valid
@@ -50,8 +51,9 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
     Each name must pass the word policy (:func:`gavil.domain.names.clean_word` with phrases: letters and
     marks, internal hyphens/apostrophes, single spaces; no invisible character; one script; at
     most :data:`gavil.domain.names.MAX_WORD` code points) and is taken in its NFKC form.
-    Names in it must be distinct after :func:`gavil.domain.vocabulary.normalize_name` (NFC, trimmed,
-    case-folded): ``["Dog", "dog"]`` is a RowError. With ``normalize`` the normalised names are
+    Names in it must be distinct by :func:`gavil.domain.vocabulary.name_key` (the TR39 skeleton after
+    NFKC and case folding): ``["Dog", "dog"]`` and ``["dog's", "dog’s"]`` are a RowError. With
+    ``normalize`` the stored forms (:func:`gavil.domain.vocabulary.normalize_name`) are
     returned (raw annotations are stored in that form); otherwise the stripped names as given
     (released files are kept as published).
     """
@@ -66,11 +68,14 @@ def parse_list(value: object, column: str, normalize: bool = False) -> list[str]
         value = [clean_word(v, f"{column[:-1]} name", phrase=True) for v in value]
     except NameError_ as e:
         raise RowError(str(e)) from None
-    names = [normalize_name(v) for v in value]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    keys = [name_key(v) for v in value]
+    dup = sorted({v for v, k in zip(value, keys) if keys.count(k) > 1})
     if dup:
-        raise RowError(f"{column} contain duplicates after normalisation (NFKC, trimmed, case-folded): {dup}")
-    return names if normalize else value
+        raise RowError(
+            f"{column} contain duplicates after normalisation (NFKC, case folding, TR39 confusable skeleton): "
+            f"{dup} are one name"
+        )
+    return [normalize_name(v) for v in value] if normalize else value
 
 
 def parse_id(value: object, column: str) -> str:
@@ -159,6 +164,33 @@ def _redact(row: dict[str, Any], key: bytes, identity_columns: frozenset[str] = 
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
+def duplicate_column(header: list[str]) -> str | None:
+    """The first column name a header holds twice (compared as written), or None: a reader would
+    silently keep one of the two columns' values."""
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def duplicate_header_reason(header: list[str]) -> str | None:
+    """The reject reason for a header with a column twice (:func:`duplicate_column`), or None."""
+    dup = duplicate_column(header)
+    return None if dup is None else f"header has column {dup!r} twice: every column name must be unique"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` object hook: a JSON object with a key twice is an error, not its last value."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} appears twice in the record")
+        out[k] = v
+    return out
+
+
 def _not_utf8(*texts: Any) -> str | None:
     """The reason a decoded text holds bytes that were not UTF-8 (read with surrogateescape), or None."""
     for t in texts:
@@ -172,7 +204,9 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
     """Yield (line, record, error) from a CSV (BOM/CRLF tolerant) or JSONL file.
 
     For CSV, ``line`` is the physical line where the record ends; short rows (e.g. a truncated
-    last line) yield an error instead of a record. A line with bytes that are not UTF-8 yields an
+    last line) yield an error instead of a record; a header with a column twice yields one error
+    at line 1 and nothing else (:func:`duplicate_header_reason`). In JSONL a record with a key
+    twice is an error of its line. A line with bytes that are not UTF-8 yields an
     error for that line (the file is read on); a CSV syntax error (e.g. a field over the csv
     module's size limit) yields an error and ends the file there.
     """
@@ -186,13 +220,12 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
                     yield i, None, bad
                     continue
                 try:
-                    rec = json.loads(text)
-                except (json.JSONDecodeError, RecursionError) as e:
-                    why = (
-                        f"invalid JSON at character {e.pos}"
-                        if isinstance(e, json.JSONDecodeError)
-                        else "nested too deeply"
-                    )
+                    rec = json.loads(text, object_pairs_hook=_unique_keys)
+                except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
+                    if isinstance(e, json.JSONDecodeError):
+                        why = f"invalid JSON at character {e.pos}"
+                    else:
+                        why = str(e) if isinstance(e, ValueError) else "nested too deeply"
                     yield i, None, f"not a JSON object ({why})"
                     continue
                 yield (i, rec, None) if isinstance(rec, dict) else (i, None, "not a JSON object")
@@ -200,6 +233,10 @@ def iter_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str |
     with open(path, encoding="utf-8-sig", newline="", errors="surrogateescape") as f:
         reader = csv.DictReader(f)
         try:
+            dup = duplicate_header_reason(list(reader.fieldnames or []))
+            if dup:  # the csv module would keep the last column's value: the whole file is refused
+                yield 1, None, dup
+                return
             for rec in reader:
                 bad = _not_utf8(*rec.keys(), *(v for v in rec.values() if isinstance(v, str)))
                 if bad:
@@ -231,8 +268,8 @@ def header_of(path: Path) -> list[str]:
             for text in f:
                 if text.strip():
                     try:
-                        return list(json.loads(text))
-                    except (json.JSONDecodeError, TypeError, RecursionError):
+                        return list(json.loads(text, object_pairs_hook=_unique_keys))
+                    except (ValueError, TypeError, RecursionError):
                         return []
         return []
     with open(path, encoding="utf-8-sig", newline="", errors="surrogateescape") as f:
@@ -255,7 +292,6 @@ class ImportState:
     instances: list[dict[str, Any]] = field(default_factory=list)
     solves: list[dict[str, Any]] = field(default_factory=list)
     rejects: list[dict[str, Any]] = field(default_factory=list)
-    seen_raw_content: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
     by_uid: dict[str, dict[str, Any]] = field(default_factory=dict)
     solved: set[tuple[str, str]] = field(default_factory=set)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -291,18 +327,18 @@ class ImportState:
 def check_instance_shape(
     candidates: list[str], associations: list[str], k: int | None = None, n: int | None = None
 ) -> None:
-    """The game's shape rules (N, K, associations among the candidates), names compared after
-    :func:`gavil.domain.vocabulary.normalize_name`."""
-    if len({normalize_name(c) for c in candidates}) != len(candidates):
+    """The game's shape rules (N, K, associations among the candidates), names compared by
+    :func:`gavil.domain.vocabulary.name_key`."""
+    if len({name_key(c) for c in candidates}) != len(candidates):
         raise RowError("candidates contain duplicates")
     if len(candidates) not in CANDIDATE_SIZES:
         raise RowError(f"{len(candidates)} candidates; must be one of {CANDIDATE_SIZES}")
     if n is not None and n != len(candidates):
         raise RowError(f"num_candidates={n} but {len(candidates)} candidates")
-    if len({normalize_name(a) for a in associations}) != len(associations):
+    if len({name_key(a) for a in associations}) != len(associations):
         raise RowError("associations contain duplicates")
-    names = {normalize_name(c) for c in candidates}
-    extra = [a for a in associations if normalize_name(a) not in names]
+    names = {name_key(c) for c in candidates}
+    extra = [a for a in associations if name_key(a) not in names]
     if extra:
         raise RowError(f"associations {extra} are not among the candidates")
     if k is not None and k != len(associations):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gavil.domain.names import NameError_, clean_word
-from gavil.domain.vocabulary import normalize_name
+from gavil.domain.vocabulary import name_key
 from stages.import_annotations.records import (
     DATASET_HEADER,
     GAME_HEADER,
@@ -17,6 +17,7 @@ from stages.import_annotations.records import (
     ImportState,
     RowError,
     check_instance_shape,
+    duplicate_header_reason,
     header_of,
     iter_records,
     opt_float,
@@ -39,8 +40,9 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
         tuple(header)
     )
     name = path.as_posix()
-    if layout is None:
-        state.reject(name, 1, "release", f"header {header} is not a WinoGAViL release layout", None)
+    dup = duplicate_header_reason(header)
+    if layout is None or dup:
+        state.reject(name, 1, "release", dup or f"header {header} is not a WinoGAViL release layout", None)
         return
     n_read = 0
     for line, rec, err in iter_records(path):
@@ -56,8 +58,8 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
             if "num_candidates" in rec:
                 n = parse_int(rec["num_candidates"], "num_candidates")
             check_instance_shape(cands, assoc, k, n)
-            spelled = {normalize_name(c): c for c in cands}
-            assoc = [spelled[normalize_name(a)] for a in assoc]  # as the candidate list spells it
+            spelled = {name_key(c): c for c in cands}
+            assoc = [spelled[name_key(a)] for a in assoc]  # as the candidate list spells it
             rid = parse_int(rec["ID"], "ID")
             if rid < 0:
                 raise RowError(f"ID {rid} is negative")

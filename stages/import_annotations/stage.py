@@ -16,7 +16,7 @@ import pandas as pd
 
 from gavil.domain.privacy import annotator_key, key_fingerprint
 from gavil.domain.profanity import ProfanityFilter
-from gavil.domain.vocabulary import normalize_name
+from gavil.domain.vocabulary import name_key
 from gavil.errors import GavilError, MissingInput
 from gavil.game.store import store_file
 from gavil.io import atomic_path
@@ -136,7 +136,7 @@ def import_all(
         "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
         # allowed on purpose (docs/annotations.md "Integrity rules"): the game shows images, not names
         "instances_cue_names_a_candidate": int(
-            sum(normalize_name(c) in {normalize_name(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
+            sum(name_key(c) in {name_key(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
         ),
         "solves": len(sol),
         "rejected": len(rej),

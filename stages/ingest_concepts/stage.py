@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from gavil.domain.names import word_reason
+from gavil.domain.confusables import skeleton
+from gavil.domain.names import shown, word_reason
+from gavil.domain.vocabulary import name_key
 from gavil.errors import MissingInput, ParamsError
 from gavil.pipeline import catalog
 from schemas.ingest import Edges
@@ -28,18 +31,45 @@ class IngestResult:
     rejects: pd.DataFrame | None = None
 
 
+def twin_reasons(names: list[str], counts: dict[str, int], lowercase: bool = True) -> dict[str, str]:
+    """Names that read as another one (one :func:`gavil.domain.vocabulary.name_key`: the TR39
+    skeleton after NFKC and case folding, e.g. ``bum`` and ``burn``, a Latin script ``ɡ`` and
+    ``g``; with ``lowercase`` false, as the names keep their case, the skeleton of the name as
+    stored) are one name: the one kept is the name that is its own skeleton, else the most frequent
+    (``counts``: rows naming it), then the first in code-point order; each other one -> its reason.
+    Independent of the order of ``names``."""
+    key_of = name_key if lowercase else lambda n: skeleton(unicodedata.normalize("NFKC", n))
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(key_of(n), []).append(n)
+    out: dict[str, str] = {}
+    for key, group in groups.items():
+        if len(group) < 2:
+            continue
+        keep = min(group, key=lambda n: (n != key, -counts.get(n, 0), n))
+        out |= {
+            n: f"word {shown(n)} reads as {shown(keep)} (one TR39 confusable skeleton): one name, kept as {shown(keep)}"
+            for n in group
+            if n != keep
+        }
+    return out
+
+
 def reject_bad_names(
-    edges: pd.DataFrame, candidates: list[str] | None
+    edges: pd.DataFrame, candidates: list[str] | None, lowercase: bool = True
 ) -> tuple[pd.DataFrame, list[str] | None, pd.DataFrame]:
     """Split off the edges whose cue or response, and the candidates, that fail the word policy
     (:func:`gavil.domain.names.word_reason`: phrases of letters; no invisible character such as
-    ``moon\u200b`` or an RLO; one script; at most :data:`gavil.domain.names.MAX_WORD` code points).
+    ``moon\u200b`` or an RLO; one script; at most :data:`gavil.domain.names.MAX_WORD` code points),
+    and every name that reads as another one (:func:`twin_reasons`).
 
     Returns (kept edges, kept candidates, rejects: one row per refused edge or candidate with
     ``cue``, ``response`` (None for a candidate) and ``reason``, sorted by cue, response
     (candidates last) and reason, so the file's row order never shows). Pure."""
-    names = pd.unique(pd.concat([edges["cue"], edges["response"], pd.Series(candidates or [], dtype=object)]))
+    every = pd.concat([edges["cue"], edges["response"], pd.Series(candidates or [], dtype=object)])
+    names = pd.unique(every)
     reason = {n: r for n in names if (r := word_reason(n)) is not None}
+    reason |= twin_reasons([n for n in names if n not in reason], every.value_counts().to_dict(), lowercase)
     if not reason:
         return edges, candidates, pd.DataFrame({"cue": [], "response": [], "reason": []}, dtype=object)
     cue_r, resp_r = edges["cue"].map(reason), edges["response"].map(reason)
@@ -159,7 +189,7 @@ def ingest(
         read = read_swow_strength(path, fmt, lowercase)
     else:
         read = read_winogavil_swow(path, lowercase)
-    edges, candidates, rejects = reject_bad_names(read.edges, read.candidates)
+    edges, candidates, rejects = reject_bad_names(read.edges, read.candidates, lowercase)
     if edges.empty:
         dropped = read.stats["dropped_cues"]["no_valid_responses"]
         why = (

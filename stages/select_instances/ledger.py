@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import pandas as pd
@@ -24,7 +25,15 @@ SPLIT_RANK = {name: i for i, name in enumerate(SPLITS)}
 _NUM = re.compile(r"(\d+)")
 
 
-def content_fingerprint(dataset: str, cue: str, candidates: list[str], associations: list[str]) -> str:
+def _legacy_name(name: str) -> str:
+    """The name form fingerprints were made with before apostrophe, quote and hyphen variants were
+    folded (NFKC, trimmed, case-folded, NFKC): ledgers written then keep matching."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).strip().casefold())
+
+
+def content_fingerprint(
+    dataset: str, cue: str, candidates: list[str], associations: list[str], legacy: bool = False
+) -> str:
     """The sha256 (hex) an instance's ``instance_uid`` is bound to in the ID ledger.
 
     Over what makes an instance (paper §2: a cue, the candidate images, the associations the
@@ -33,21 +42,31 @@ def content_fingerprint(dataset: str, cue: str, candidates: list[str], associati
     fields after :func:`gavil.domain.vocabulary.clean_cue` and name normalization), plus the dataset. Each
     name in :func:`gavil.domain.vocabulary.normalize_name` form (NFC, trimmed, case-folded), candidates and
     associations as sorted sets (their order is display order, not content), as canonical JSON
-    (sorted keys, no whitespace, UTF-8).
+    (sorted keys, no whitespace, UTF-8). ``legacy``: with :func:`_legacy_name` instead (no
+    variant folding), as ledgers written before it were.
     """
+    form = _legacy_name if legacy else normalize_name
 
     def names(xs: list[str]) -> list[str]:
-        return sorted({normalize_name(x) for x in xs})
+        return sorted({form(x) for x in xs})
 
     doc = {
         "dataset": dataset,
-        "cue": normalize_name(cue),
+        "cue": form(cue),
         "candidates": names(candidates),
         "associations": names(associations),
     }
     return hashlib.sha256(
         json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     ).hexdigest()
+
+
+def fingerprints(row: Mapping[str, object]) -> set[str]:
+    """The fingerprints a row's content (``dataset``, ``cue``, ``candidates``, ``associations``) may
+    be bound to: now, and as ledgers written before variant folding made it."""
+    lists = cast("tuple[Iterable[str], Iterable[str]]", (row["candidates"], row["associations"]))
+    args = (str(row["dataset"]), str(row["cue"]), list(lists[0]), list(lists[1]))
+    return {content_fingerprint(*args), content_fingerprint(*args, legacy=True)}
 
 
 def _natural(text: str) -> tuple[Any, ...]:
@@ -232,11 +251,12 @@ def update_ledger(selection: pd.DataFrame, ledger: pd.DataFrame | None = None) -
 
     Published rows (with an ``ID``) never change. An unpublished row takes this build's values
     (and its ``ID`` when first selected: from then on frozen). A new instance is added with its
-    content fingerprint. Rejected rows (content conflicting with the ledger) add nothing.
+    content fingerprint. Rejected rows (content conflicting with the ledger) and duplicates
+    (:mod:`stages.select_instances.identity`) add nothing.
     Nothing is removed. Sorted by split and split_id (bytes independent of input order)."""
     led = led_records(ledger)
     cols = list(IdLedger.to_schema().columns)
-    for r in selection[selection["status"] != "rejected"].to_dict("records"):
+    for r in selection[~selection["status"].isin(["rejected", "duplicate"])].to_dict("records"):
         old = led.get(r["instance_uid"])
         if old is not None and (not is_null(old["ID"]) or old["fingerprint"] != r["fingerprint"]):
             continue

@@ -32,18 +32,18 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import pandas as pd
-from pandera.errors import SchemaError, SchemaErrors
 
 from gavil.domain.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
-from gavil.errors import GavilError
 from gavil.io import atomic_path, write_csv
 from gavil.pipeline import catalog
-from schemas import ListColumnError
-from schemas.selection import AnnotatorStats, Selection, Table1
+from schemas.selection import UNNUMBERED, AnnotatorStats, Selection, Table1
+from stages.select_instances.guard import check_ledger, published_ids, read_ledger, read_published
+from stages.select_instances.identity import duplicate_reason, mark_duplicates
 from stages.select_instances.ledger import (
     benchmark_ids,
     canonical_order,
     content_fingerprint,
+    fingerprints,
     is_null,
     led_records,
     published_row,
@@ -118,7 +118,7 @@ def select(
         (source gone, or its uid now holds other content) rebuilt from the ledger, by dataset and ID.
 
     Raises:
-        GavilError: a retired ID was never published.
+        gavil.errors.GavilError: a retired ID was never published.
     """
     led = led_records(ledger)
     gone = retired_uids(led, retired)
@@ -163,6 +163,8 @@ def select(
             "ID": None,
         }
         given = answers.get(rec.instance_uid, {})
+        if old is not None and old["fingerprint"] != fp and old["fingerprint"] in fingerprints(row):
+            row["fingerprint"] = fp = old["fingerprint"]  # bound before variant folding: the same content
         if old is not None and old["fingerprint"] != fp:
             what = (
                 f"published {old['dataset']} ID {int(old['ID'])}"
@@ -244,6 +246,7 @@ def select(
                 f"published; {why}: kept from the ID ledger",
             )
         )
+    dups = mark_duplicates(rows, [r for r in led.values() if not is_null(r["ID"])])
     df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
     for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
         df[col] = df[col].astype("Int64")
@@ -251,11 +254,16 @@ def select(
         df[col] = df[col].astype(float)
     for col in ("associations_mean_weight", "candidates_connectivity_score"):
         df[col] = df[col].astype(float)
-    live = df["status"] != "rejected"
+    live = ~df["status"].isin(UNNUMBERED)
     slots = split_ids(df[live], ledger, instances)
     df["split_id"] = pd.array([pd.NA] * len(df), dtype="Int64")
     df.loc[live, "split_id"] = pd.array([sid for _, sid in slots], dtype="Int64")
     df["ID"] = benchmark_ids(df, ledger)
+    if dups:  # a duplicate names the ID of what it copies, given in this build or before
+        ided = df[df["ID"].notna()]
+        ids = {u: (d, int(i)) for u, d, i in zip(ided["instance_uid"], ided["dataset"], ided["ID"])}
+        ids |= {u: (r["dataset"], int(r["ID"])) for u, r in led.items() if not is_null(r["ID"]) and u not in ids}
+        df.loc[list(dups), "reason"] = [duplicate_reason(o, ids) for o in dups.values()]
     return df
 
 
@@ -303,8 +311,9 @@ def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFra
 
 def table1(selection: pd.DataFrame, min_solver_jaccard: float) -> pd.DataFrame:
     """The paper's Table 1 per dataset and candidate group (:class:`schemas.selection.Table1`);
-    rejected rows (content conflicting with the ID ledger) are not instances and not counted."""
-    selection = selection[selection["status"] != "rejected"]
+    rejected rows (content conflicting with the ID ledger) and duplicates are not instances of
+    their own and not counted."""
+    selection = selection[~selection["status"].isin(UNNUMBERED)]
     df = selection.assign(group=selection["num_candidates"].map(candidate_group))
     df["_order"] = df["group"].map({"5&6": 0, "10&12": 1})
     rows = []
@@ -375,19 +384,16 @@ def run(params: Params) -> Metrics:
     Returns the metrics: the threshold (a fraction), instances by dataset/status, Table 1 rows."""
     p = params.select
     thr = p.min_solver_jaccard
+    # the ledger first: a damaged one, or one that lost a published ID, stops before any write
+    ledger_path, published_path = catalog.path("id_ledger", "write"), catalog.path("published_ids", "write")
+    ledger = read_ledger(ledger_path)
+    check_ledger(ledger, read_published(published_path), fingerprints, ledger_path, published_path)
     solves = catalog.read_table("solves")
-    try:
-        ledger = catalog.read_table("id_ledger") if catalog.exists("id_ledger") else None
-    except (SchemaErrors, SchemaError, ListColumnError) as e:
-        path = catalog.entry("id_ledger").path
-        raise GavilError(
-            f"{path} is not a valid ID ledger ({str(e).splitlines()[0][:120]}): restore it from git "
-            f"(git checkout -- {path}); never edit or merge it by hand"
-        ) from e
     retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
     sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired)
     catalog.write_table(sel, "selection")
-    catalog.write_table(update_ledger(sel, ledger), "id_ledger")
+    new_ledger = catalog.write_table(update_ledger(sel, ledger), "id_ledger")
+    write_csv(published_ids(new_ledger), published_path)
     catalog.write_table(annotator_stats(sel, solves), "annotator_stats")
     t1 = catalog.write_table(table1(sel, thr), "table1")
     with atomic_path(catalog.path("table1_md", "write"), ".md") as tmp:

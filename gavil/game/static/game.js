@@ -59,7 +59,7 @@ async function loadCreate() {
   $("cue").value = "";
   $("create-help").textContent = "";
   $("create-grid").replaceChildren();
-  const { task } = await api("GET", "/api/create");
+  const { task } = await api("POST", "/api/create/task");
   state.createTask = task;
   state.createIid = null;
   if (!task) { $("create-help").textContent = "No candidate set is left for you: try solving."; $("create-grid").replaceChildren(); return; }
@@ -119,7 +119,7 @@ async function loadSolve() {
   $("submit-solve").disabled = false;
   $("solve-cue").textContent = "";
   $("solve-grid").replaceChildren();
-  const { task } = await api("GET", "/api/solve");
+  const { task } = await api("POST", "/api/solve/task");
   state.solveTask = task;
   if (!task) { $("solve-cue").textContent = "(nothing to solve right now)"; $("solve-k").textContent = "0"; $("solve-grid").replaceChildren(); return; }
   $("solve-cue").textContent = task.cue;

@@ -1,0 +1,44 @@
+"""What the game's admin endpoints read: every submission with hashed player ids, and the store as
+a raw annotation batch (:meth:`gavil.game.service.Game.submissions`, :meth:`~gavil.game.service.Game.export`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gavil.domain.privacy import hash_annotator
+from gavil.game.store import read_submissions
+
+#: Rows by table name (``creations``, ``solves``), each row a JSON-ready dict.
+Records = dict[str, list[dict[str, object]]]
+
+
+def submissions(db: sqlite3.Connection, key: bytes) -> Records:
+    """Every creation and solve of the store ``db``, player ids replaced by their keyed hashes (as
+    the import does)."""
+    h = lambda pid: hash_annotator(pid, key)  # noqa: E731
+    creations = [
+        {**{k: r[k] for k in r.keys() if k != "spymaster_id"}, "spymaster": h(r["spymaster_id"])}
+        for r in db.execute("SELECT * FROM creations ORDER BY seq")
+    ]
+    solves = [
+        {**{k: r[k] for k in r.keys() if k != "solver_id"}, "solver": h(r["solver_id"])}
+        for r in db.execute("SELECT * FROM solves ORDER BY seq")
+    ]
+    return {"creations": creations, "solves": solves}
+
+
+def export(store: Path, key: bytes) -> Records:
+    """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
+    :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
+    trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""
+    creations, solves = read_submissions(store)
+    h = lambda pid: hash_annotator(pid, key)  # noqa: E731
+    fields = ("instance_id", "task_id", "cue", "candidates", "associations", "score_fool_the_ai", "images_source")
+    return {
+        "creations": [{**{k: c[k] for k in fields}, "spymaster_id": h(c["spymaster_id"])} for c in creations],
+        "solves": [
+            {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
+            for r in solves
+        ],
+    }
