@@ -286,3 +286,35 @@ def test_the_tracked_ledger_reads_in_its_schema():
     assert led["ID"].notna().all()
     again = [content_fingerprint(*r) for r in zip(led["dataset"], led["cue"], led["candidates"], led["associations"])]
     assert again == led["fingerprint"].tolist()  # each ID is bound to the content stored beside it
+
+
+def test_a_new_ledger_starts_a_new_benchmark_and_keeps_uncommitted_ids_safe(tmp_path):
+    """`gavil ledger new` in a git checkout: an empty ledger and published-ID list that selection's
+    guard accepts, the old export gone, and a refusal while the ledger holds IDs git does not."""
+    import shutil
+    import subprocess
+
+    from gavil.errors import GavilError
+    from gavil.pipeline import catalog
+    from gavil.pipeline.ledger import start_new_ledger
+    from stages.select_instances.guard import read_published
+    from tests.helpers import ROOT
+
+    shutil.copytree(ROOT / "data/ledger", tmp_path / "data/ledger")
+    (tmp_path / "data/export").mkdir(parents=True)
+    (tmp_path / "data/export/benchmark.csv").write_text("old\n")
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(cmd, cwd=tmp_path, check=True)
+    lines = start_new_ledger(tmp_path)
+    assert "held 4561 IDs" in lines[0] and not (tmp_path / "data/export/benchmark.csv").exists()
+    assert (
+        catalog.read_table("id_ledger", tmp_path).empty
+        and read_published(tmp_path / "data/ledger/published_ids.csv") == []
+    )
+    with pytest.raises(GavilError, match="changes git does not hold"):
+        start_new_ledger(tmp_path)  # the new, empty ledger is not committed: the IDs it may hold are safe
+    assert start_new_ledger(tmp_path, force=True)

@@ -1,7 +1,8 @@
 """Starting a new benchmark's permanent IDs (``gavil ledger new``).
 
-The ID ledger (``id_ledger``, ``data/ledger/benchmark_ids.parquet``) and the annotator key's
-fingerprint (``data/ledger/annotator_key.json``) are in git: ``select_instances`` appends to the
+The ID ledger (``id_ledger``, ``data/ledger/benchmark_ids.parquet``), the record of every ID it
+published (``published_ids``, ``data/ledger/published_ids.csv``, which selection checks the ledger
+against) and the annotator key's fingerprint (``data/ledger/annotator_key.json``) are in git: ``select_instances`` appends to the
 ledger and never forgets a published ID (docs/annotations.md "Permanent IDs"). A project that stops
 building the sample's benchmark and starts its own begins both anew; the old ones stay in git's
 history. The exported benchmark of the old ledger is removed with them (the next ``dvc repro``
@@ -30,20 +31,24 @@ def _uncommitted(root: Path, path: Path) -> bool:
 
 
 def start_new_ledger(root: Path = Path("."), force: bool = False) -> list[str]:
-    """Write an empty ID ledger and a null annotator-key fingerprint under ``root``, and remove the
-    export of the old ledger. Returns what was done, one line each.
+    """Write an empty ID ledger, an empty list of published IDs and a null annotator-key fingerprint
+    under ``root``, and remove the export of the old ledger. Returns what was done, one line each.
 
     Raises:
-        GavilError: the ledger has changes git does not hold (they would be lost) and not ``force``.
+        GavilError: the ledger or the published IDs have changes git does not hold (they would be lost)
+            and not ``force``.
     """
     ledger = root / catalog.entry("id_ledger").path
-    if ledger.exists() and _uncommitted(root, ledger) and not force:
-        raise GavilError(
-            f"{ledger} has changes git does not hold: commit it first (its IDs are permanent), "
-            "or pass --force to drop them"
-        )
+    published = root / catalog.entry("published_ids").path
+    for p in (ledger, published):
+        if p.exists() and _uncommitted(root, p) and not force:
+            raise GavilError(
+                f"{p} has changes git does not hold: commit it first (its IDs are permanent), "
+                "or pass --force to drop them"
+            )
     old = len(catalog.read_table("id_ledger", root)) if ledger.exists() else 0
     catalog.write_table(catalog.empty_table("id_ledger"), "id_ledger", root)
+    published.write_text("dataset,ID,fingerprint\n", encoding="utf-8")
     write_json(root / catalog.entry("annotator_key_fingerprint").path, {"fingerprint": None})
     removed = []
     for name in EXPORTS:
@@ -58,6 +63,7 @@ def start_new_ledger(root: Path = Path("."), force: bool = False) -> list[str]:
             removed.append(str(p.relative_to(root)))
     lines = [
         f"{ledger.relative_to(root)}: a new, empty ID ledger (the old one held {old} IDs; git keeps it)",
+        f"{published.relative_to(root)}: no published ID yet",
         f"{catalog.entry('annotator_key_fingerprint').path}: no annotator key recorded yet",
     ]
     if removed:
