@@ -63,7 +63,7 @@ import pandas as pd
 import yaml
 from gavil.params import parse_params
 from stages.ocr_filter import _lazy_reader, _rule, decide
-raw = yaml.safe_load(open("params.yaml"))
+raw = yaml.safe_load(open(sys.argv[3]))
 raw["ocr"].update(json.loads(sys.argv[2]))
 p = parse_params(raw).ocr
 jobs = json.load(open(sys.argv[1]))
@@ -89,15 +89,16 @@ print(json.dumps(out))
 """
 
 
-def run_readtext(work: Path, jobs: Path) -> tuple[float, float, dict[str, list]]:
-    """``readtext`` in a new interpreter; (wall s, CPU s, {image name: detections})."""
-    wall, cpu, out = _timed([sys.executable, "-c", PEER, str(jobs)], work)
+def run_readtext(jobs: Path) -> tuple[float, float, dict[str, list]]:
+    """``readtext`` in a new interpreter (run in the project root); (wall s, CPU s, {image name: detections})."""
+    wall, cpu, out = _timed([sys.executable, "-c", PEER, str(jobs)], ROOT)
     return wall, cpu, json.loads(out.strip().splitlines()[-1])
 
 
-def run_stage(work: Path, jobs: Path, overrides: dict[str, Any]) -> tuple[float, float, dict[str, list]]:
+def run_stage(jobs: Path, overrides: dict[str, Any]) -> tuple[float, float, dict[str, list]]:
     """The stage's decide() in a new interpreter; (wall s, CPU s, {image name: [rejected, detections]})."""
-    wall, cpu, out = _timed([sys.executable, "-c", STAGE, str(jobs), json.dumps(overrides)], work)
+    cmd = [sys.executable, "-c", STAGE, str(jobs), json.dumps(overrides), str(ROOT / "params.yaml")]
+    wall, cpu, out = _timed(cmd, ROOT)
     return wall, cpu, json.loads(out.strip().splitlines()[-1])
 
 
@@ -161,14 +162,14 @@ def main() -> None:
         for r in range(args.rounds):
             for side in sides[r % len(sides) :] + sides[: r % len(sides)]:
                 if side == "readtext":
-                    wall, cpu, found = run_readtext(work, peer_jobs)
+                    wall, cpu, found = run_readtext(peer_jobs)
                     readings[side] = found
                     for name, rule in rules.items():
                         rejected[name] = {
                             k: match_text(concept[k], [tuple(d) for d in v], rule).rejected for k, v in found.items()
                         }
                 else:
-                    wall, cpu, got = run_stage(work, jobs, SETTINGS[side.removeprefix("stage:")])
+                    wall, cpu, got = run_stage(jobs, SETTINGS[side.removeprefix("stage:")])
                     readings[side] = {k: v[1] for k, v in got.items()}
                     rejected[side] = {k: bool(v[0]) for k, v in got.items()}
                 runs.append({"round": r, "side": side, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2)})
