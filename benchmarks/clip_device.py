@@ -57,9 +57,10 @@ def main() -> None:
 
     import torch
 
-    from gavil.models.loading import ModelSpec, RuntimeOptions, array_preprocess, load_model
+    from gavil.compat.torchvision_bridge import ensure_torchvision
+    from gavil.models.image_input import array_preprocess
+    from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from gavil.models.precision import autocast, channels_last, is_convolutional, resolve
-    from gavil.models.torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
     import open_clip

@@ -1,6 +1,6 @@
 """The README's first command, as a new user runs it: a fresh clone, a fresh venv, an empty user cache.
 
-Runs the first ``bash`` block of the README's "Set-up on a fresh machine" section verbatim (its
+Runs the first ``bash`` block of the README's "Set-up" section verbatim (its
 ``&&`` parts one after another in one shell, stopping at the first failure) in a fresh ``git clone``
 of this repository's HEAD, then checks that ``git status`` shows no change: the outputs (``dvc.lock``,
 the metrics files) are a function of the commit alone, whatever else ran on the machine before.
@@ -12,6 +12,11 @@ Variants (``--variant``, repeatable; default: ``fresh``):
 - ``mpnet``: the same, but before the README command the venv already holds the ``mpnet`` extra and
   its unpacked model folder fills the user cache (what the test install leaves behind). The default
   params name no optional model, so this must give the same bytes as ``fresh``.
+- ``kernel:<OPENBLAS_CORETYPE>:<threads>[:avx2]``: another CPU's arithmetic: a fresh clone and an empty
+  user cache, ``dvc repro`` in the venv the ``fresh`` variant installed (run it first), with OpenBLAS
+  forced to that kernel (``Haswell``, ``SkylakeX``, ``Sandybridge``, ...: numpy, scipy, scikit-learn),
+  ``<threads>`` threads for OpenBLAS, OpenMP and MKL, and with ``avx2`` torch's own kernels, MKL and
+  oneDNN capped at AVX2 (what a CPU without AVX-512 runs). Every variant must give the committed bytes.
 
 Usage (from the project root, in the project's venv)::
 
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import subprocess
 import sys
@@ -44,15 +50,15 @@ from benchmarks._common import machine, write_result  # noqa: E402
 
 
 def readme_first_command(readme: Path = ROOT / "README.md") -> str:
-    """The first fenced ``bash`` block after the README's "Set-up on a fresh machine" heading (one line).
+    """The first fenced ``bash`` block after the README's "Set-up" heading (one line).
 
     Raises:
         SystemExit: the section or its code block is missing.
     """
     text = readme.read_text()
-    m = re.search(r"^## Set-up on a fresh machine.*?```bash\n(.*?)\n```", text, flags=re.S | re.M)
+    m = re.search(r"^## Set-up\b.*?```bash\n(.*?)\n```", text, flags=re.S | re.M)
     if not m or "\n" in m.group(1).strip():
-        raise SystemExit("README.md: no one-line ```bash block under '## Set-up on a fresh machine'")
+        raise SystemExit("README.md: no one-line ```bash block under '## Set-up'")
     return m.group(1).strip()
 
 
@@ -76,14 +82,31 @@ def _clean_env(home: Path, pip_cache: str) -> dict[str, str]:
     return env
 
 
+def kernel_env(variant: str) -> dict[str, str]:
+    """The environment a ``kernel:<coretype>:<threads>[:avx2]`` variant sets (see the module docstring)."""
+    _, coretype, threads, *rest = variant.split(":")
+    env = {"OPENBLAS_CORETYPE": coretype}
+    env |= {k: threads for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    if "avx2" in rest:
+        env |= {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    return env
+
+
 def run_variant(variant: str, command: str, work: Path, pip_cache: str) -> dict:
     """Clone, (for ``mpnet``: pre-install the extra and fill its cache), run ``command``; measure, check."""
-    clone, home = work / variant / "project", work / variant / "home"
+    slug = variant.replace(":", "-")
+    clone, home = work / slug / "project", work / slug / "home"
     home.mkdir(parents=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = _clean_env(home, pip_cache)
-    log = work / variant / "log.txt"
+    log = work / slug / "log.txt"
     parts = [p.strip() for p in command.split("&&")]
+    if variant.startswith("kernel:"):
+        venv = work / "fresh" / "project" / ".venv"
+        if not venv.is_dir():
+            raise SystemExit(f"--variant {variant} needs --variant fresh before it (its venv)")
+        env |= kernel_env(variant)
+        parts = [f". {shlex.quote(str(venv))}/bin/activate", next(p for p in parts if p.startswith("dvc repro"))]
     if variant == "mpnet":
         parts = [
             "python3 -m venv .venv",
@@ -92,21 +115,22 @@ def run_variant(variant: str, command: str, work: Path, pip_cache: str) -> dict:
             "python -c 'from gavil.models.mpnet import mpnet_folder; print(\"mpnet cache:\", mpnet_folder())'",
             *parts,
         ]
-    # one shell, parts in order, a timestamp before each: the && chain's semantics, with timings
-    script = (
-        "set -e\n"
-        + "\n".join(f"echo @@t $(date +%s.%N) {shlex.quote(json.dumps(p))}\n{p}" for p in parts)
-        + "\necho @@t $(date +%s.%N) end\n"
-    )
-    t0 = time.perf_counter()
+    # one shell, parts in order, a timestamp and the shell's children's CPU seconds (/proc/$$/stat cutime + cstime) before each: the &&
+    # chain's semantics, with timings
+    mark = "echo @@t $(date +%s.%N) $(awk -v hz=$(getconf CLK_TCK) '{print ($16 + $17) / hz}' /proc/$$/stat)"
+    script = "set -e\n" + "\n".join(f"{mark} {shlex.quote(json.dumps(p))}\n{p}" for p in parts) + f"\n{mark} end\n"
+    t0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "w") as f:
         rc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    wall = time.perf_counter() - t0
-    marks = [(float(m.group(1)), m.group(2)) for m in re.finditer(r"^@@t (\S+) (.*)$", log.read_text(), re.M)]
-    times = [t for t, _ in marks]
-    names = [n for _, n in marks]
-    durations = {json.loads(names[i]): round(times[i + 1] - times[i], 1) for i in range(len(marks) - 1)}
+    wall, cpu1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    found = re.finditer(r"^@@t (\S+) (\S+) (.*)$", log.read_text(), re.M)
+    marks = [(float(m.group(1)), float(m.group(2)), m.group(3)) for m in found]
+    names = [n for _, _, n in marks]
+    durations = {json.loads(names[i]): round(marks[i + 1][0] - marks[i][0], 1) for i in range(len(marks) - 1)}
+    cpus = {json.loads(names[i]): round(marks[i + 1][1] - marks[i][1], 1) for i in range(len(marks) - 1)}
     repro_s = next((v for k, v in durations.items() if k.startswith("dvc repro")), None)
+    repro_cpu = next((v for k, v in cpus.items() if k.startswith("dvc repro")), None)
     stages = {}
     for p in sorted((clone / "data/metrics/timings").glob("*.json")):
         stages[p.stem] = json.loads(p.read_text())["seconds"]
@@ -116,8 +140,10 @@ def run_variant(variant: str, command: str, work: Path, pip_cache: str) -> dict:
         "variant": variant,
         "exit_status": rc,
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),  # user + system seconds of every process the variant ran (install included)
         "steps_s": durations,
         "dvc_repro_wall_s": repro_s,
+        "dvc_repro_cpu_s": repro_cpu,  # user + system seconds of dvc repro and every stage it ran
         "stage_s": round(sum(stages.values()), 1),
         "stages_s": dict(sorted(stages.items(), key=lambda kv: kv[1], reverse=True)),
         "git_status": status.splitlines(),
@@ -128,10 +154,17 @@ def run_variant(variant: str, command: str, work: Path, pip_cache: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--variant", action="append", choices=["fresh", "mpnet"], help="repeatable; default: fresh")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        help="fresh | mpnet | kernel:<OPENBLAS_CORETYPE>:<threads>[:avx2] (after fresh); repeatable; default: fresh",
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 if a variant fails or leaves git status dirty")
     args = ap.parse_args()
     variants = args.variant or ["fresh"]
+    bad_names = [v for v in variants if v not in ("fresh", "mpnet") and not re.fullmatch(r"kernel:\w+:\d+(:avx2)?", v)]
+    if bad_names:
+        ap.error(f"unknown variant(s): {', '.join(bad_names)}")
     command = readme_first_command()
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
@@ -148,7 +181,9 @@ def main() -> int:
             top = ", ".join(f"{k} {s:.1f}" for k, s in list(r["stages_s"].items())[:4])
             print(
                 f"\n{v:6s} {'clean' if ok else 'FAILED'}: exit {r['exit_status']}, wall {r['wall_s']} s, "
-                f"dvc repro {r['dvc_repro_wall_s']} s wall, stage time {r['stage_s']} s (slowest: {top})",
+                f"CPU {r['cpu_s']} s, "
+                f"dvc repro {r['dvc_repro_wall_s']} s wall / {r['dvc_repro_cpu_s']} CPU-s, "
+                f"stage time {r['stage_s']} s (slowest: {top})",
                 flush=True,
             )
             for k, s in r["steps_s"].items():

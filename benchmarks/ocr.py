@@ -52,7 +52,7 @@ def main() -> None:
 
     import yaml
 
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import easyocr

@@ -55,7 +55,7 @@ def main() -> None:
     import easyocr_en_models
     import yaml
 
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
     from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
 
     ensure_torchvision()

@@ -75,7 +75,7 @@ FREE_CONCEPTS = (
 
 PEER = """
 import json, sys
-from gavil.models.torchvision_compat import ensure_torchvision
+from gavil.compat.torchvision_bridge import ensure_torchvision
 ensure_torchvision()
 import easyocr, easyocr_en_models
 jobs = json.load(open(sys.argv[1]))

@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import cv2

@@ -55,7 +55,7 @@ def render(word: str, height_percent: float, path: Path, seed: int) -> None:
 
 
 def main() -> None:
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import easyocr

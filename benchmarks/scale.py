@@ -179,7 +179,7 @@ def text_photo(src: Path, word: str, rng: random.Random) -> bytes:
 
 
 def write_raw_batch(folder: Path, concepts: list[str], tasks: int, rng: random.Random) -> tuple[int, int]:
-    """creations.csv + solves.csv (the raw format, README "Annotation formats"); returns (instances, solves)."""
+    """creations.csv + solves.csv (the raw format, docs/annotations.md "Released files and new batches"); returns (instances, solves)."""
     k_limits = {5: (2, 3), 6: (2, 4), 10: (2, 5), 12: (2, 6)}
     folder.mkdir(parents=True)
     n_inst = n_solve = 0

@@ -3,7 +3,7 @@ web-sized JPEGs (``benchmarks/_web.py``: 500-1,600 px long side, 30-400 KB, as a
 
 0. Where an image's time goes in the stage's path: Pillow decode, open_clip's preprocess as
    torchvision runs it (the pre-issue-27 loader) and as the loader runs it now
-   (:func:`gavil.models.loading.array_preprocess`, bit-identical), and the model's forward pass;
+   (:func:`gavil.models.image_input.array_preprocess`, bit-identical), and the model's forward pass;
    then the whole stage path with either preprocess, interleaved, so both share the same load.
 1. Throughput: the stage's embedding path (cache -> threaded decode/preprocess prefetch ->
    batched encode_image) on N images vs a bare ``encode_image`` loop over the same, already
@@ -76,18 +76,20 @@ def per_image_costs(model_name: str, paths: list[str], reps: int, batch_size: in
     import torch
     from PIL import Image
 
+    import gavil.models.image_input as image_input
     import gavil.models.loading as loading
-    from gavil.models.loading import ModelSpec, RuntimeOptions, array_preprocess
+    from gavil.models.image_input import array_preprocess
+    from gavil.models.loading import ModelSpec, RuntimeOptions
 
     opt = RuntimeOptions(batch_size=batch_size, threads=2, loader_workers=1)
     spec = ModelSpec("bench", "open_clip", model_name, None)
     new = loading._load_open_clip(spec, opt)
-    real = loading.array_preprocess
-    loading.array_preprocess = lambda pre: lambda im: pre(im).numpy()  # the torchvision recipe
+    real = image_input.array_preprocess
+    image_input.array_preprocess = lambda pre: lambda im: pre(im).numpy()  # the torchvision recipe
     try:
         old = loading._load_open_clip(spec, opt)
     finally:
-        loading.array_preprocess = real
+        image_input.array_preprocess = real
     import open_clip
 
     torch.manual_seed(0)

@@ -139,7 +139,10 @@ def query(
     try:
         rel = con.sql(sql)
     except duckdb.Error as e:
-        typer.echo(f"query failed: {e}\nviews: {', '.join(table_files())}", err=True)
+        from gavil.query import missing_table_hint
+
+        hint = missing_table_hint(str(e))
+        typer.echo(hint or f"query failed: {e}\nviews: {', '.join(table_files())}", err=True)
         raise typer.Exit(2) from e
     if rel is None:
         return
@@ -169,7 +172,45 @@ def report(out: str = "data/report/index.html") -> None:
     typer.echo(f"wrote {write_report('.', out)}")
 
 
-game_app = typer.Typer(help='The collection game (README "Collecting annotations").', invoke_without_command=True)
+params_app = typer.Typer(help="Change params.yaml from the shell, checked (docs/params.md lists every key).")
+app.add_typer(params_app, name="params")
+
+
+@params_app.command("set")
+def params_set(
+    pairs: Annotated[list[str], typer.Argument(help="KEY=VALUE pairs: dotted keys, YAML values (e.g. crawl.top_n=3)")],
+    params: str = "params.yaml",
+) -> None:
+    """Set params.yaml keys (validated first, comments kept) and regenerate dvc.yaml when a stage's inputs change."""
+    from gavil.params.edit import set_params
+    from gavil.pipeline.dvc import refresh_dvc_yaml
+
+    for line in set_params(params, pairs):
+        typer.echo(line)
+    dvc_yaml = Path(params).parent / "dvc.yaml"
+    if refresh_dvc_yaml(dvc_yaml, params):
+        typer.echo(f"wrote {dvc_yaml} (what the stages depend on changed)")
+
+
+ledger_app = typer.Typer(help='The permanent ID ledger (docs/annotations.md "Permanent IDs").')
+app.add_typer(ledger_app, name="ledger")
+
+
+@ledger_app.command("new")
+def ledger_new(
+    force: Annotated[bool, typer.Option("--force", help="even if the ledger has changes git does not hold")] = False,
+) -> None:
+    """Start a new benchmark's permanent IDs: an empty ID ledger and no annotator-key fingerprint.
+
+    The ledger and the fingerprint are in git, so the old ones stay in its history. Refused while the
+    ledger has changes git does not hold (they would be lost), unless --force."""
+    from gavil.pipeline.ledger import start_new_ledger
+
+    for line in start_new_ledger(Path("."), force=force):
+        typer.echo(line)
+
+
+game_app = typer.Typer(help="The collection game (docs/game.md).", invoke_without_command=True)
 app.add_typer(game_app, name="game")
 
 
@@ -262,68 +303,22 @@ def docs_cmd(
         raise typer.Exit(1 if old else 0)
 
 
-CONSTRAINTS_HEADER = """\
-# Exact versions of everything winogavil-pipeline needs (with its test and dask extras), as installed
-# and tested. The README's set-up commands install with it: pip install -c constraints.txt -e ".[test]"
-# Regenerate after changing pyproject.toml's dependencies, in an environment installed that way (then
-# `pip install` the change) and tested: gavil constraints --write
-"""
-
-
-def constraints_text(pyproject: str | Path = "pyproject.toml") -> str:
-    """``constraints.txt`` for this environment: ``name==version`` for every distribution in the
-    dependency closure of ``pyproject``'s dependencies and optional dependencies (markers evaluated
-    here), from the installed metadata.
-
-    Raises:
-        GavilError: a dependency is missing or does not satisfy its requirement, or a CUDA build
-            (``nvidia-*``, ``triton``, a ``+cu`` torch) is in the closure.
-    """
-    import tomllib
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    from gavil.errors import GavilError
-
-    project = tomllib.loads(Path(pyproject).read_text())["project"]
-    wanted = [*project["dependencies"], *(r for rs in project.get("optional-dependencies", {}).values() for r in rs)]
-    todo = [Requirement(r) for r in wanted]
-    pins: dict[str, str] = {}
-    extras_seen: dict[str, set[str]] = {}
-    while todo:
-        req = todo.pop()
-        name = str(canonicalize_name(req.name))
-        try:
-            version = metadata.version(req.name)
-        except metadata.PackageNotFoundError:
-            raise GavilError(
-                f'{req.name} is not installed: pip install -c constraints.txt -e ".[test]" first'
-            ) from None
-        if not req.specifier.contains(version, prereleases=True):
-            raise GavilError(f"installed {req.name} {version} does not satisfy {req}: pip install '{req}', test, retry")
-        if name in pins and set(req.extras) <= extras_seen[name]:
-            continue
-        pins[name], extras_seen[name] = version, extras_seen.get(name, set()) | set(req.extras)
-        for text in metadata.requires(req.name) or []:
-            sub = Requirement(text)
-            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in extras_seen[name] | {""}):
-                todo.append(sub)
-    cuda = sorted(n for n in pins if n.startswith("nvidia-") or n == "triton")
-    if cuda or "+cu" in pins.get("torch", ""):
-        raise GavilError(
-            f"a CUDA build is installed ({', '.join(cuda) or 'torch ' + pins['torch']}): torch must be the CPU build"
-        )
-    return CONSTRAINTS_HEADER + "".join(f"{n}=={v}\n" for n, v in sorted(pins.items()))
-
-
 @app.command()
 def constraints(
     write: Annotated[bool, typer.Option("--write", help="write constraints.txt")] = False,
     check: Annotated[bool, typer.Option("--check", help="exit 1 if constraints.txt differs")] = False,
+    public: Annotated[
+        bool,
+        typer.Option("--public", help="resolve every pin from the public index alone, pip's configuration ignored"),
+    ] = False,
 ) -> None:
     """Print the exact versions of this environment's dependency closure (constraints.txt; --write saves it)."""
+    from gavil.compat.constraints import CONSTRAINTS_HEADER, constraints_text, resolve_public
+
+    if public:
+        report = resolve_public(Path("constraints.txt"), Path("."))
+        typer.echo(report.summary())
+        raise typer.Exit(0 if report.ok else 1)
     text, path = constraints_text(), Path("constraints.txt")
     if check:
         old = path.read_text().splitlines() if path.exists() else []

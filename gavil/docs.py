@@ -9,6 +9,9 @@
   knob, which stages depend on it, and a description (the field's own, else the comment next to the
   key in ``params.yaml``).
 
+The committed pictures ``docs/pipeline.svg`` and ``docs/instance.svg`` (:mod:`gavil.figures`) are
+written and checked the same way.
+
 Each generated block sits between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``
 in its page; the text around it is written by hand. ``gavil docs --write`` rewrites the blocks,
 ``gavil docs --check`` (and ``tests/test_docs.py``) fails while a committed page differs.
@@ -275,12 +278,16 @@ def render(text: str, generated: dict[str, Callable[[], str]], page: str = "page
 
 
 def stale(root: Path = Path(".")) -> list[str]:
-    """The pages whose committed text differs from what :func:`write` would write."""
-    return [
+    """The pages and pictures whose committed text differs from what :func:`write` would write."""
+    from gavil.figures import pictures
+
+    pages = [
         page
         for page, gen in blocks(root).items()
         if render((root / page).read_text(encoding="utf-8"), gen, page) != (root / page).read_text(encoding="utf-8")
     ]
+    files = [f for f, make in pictures(root).items() if not (root / f).exists() or (root / f).read_text() != make()]
+    return pages + files
 
 
 def write(root: Path = Path(".")) -> list[str]:
@@ -293,4 +300,11 @@ def write(root: Path = Path(".")) -> list[str]:
         if new != old:
             path.write_text(new, encoding="utf-8")
             changed.append(page)
+    from gavil.figures import pictures
+
+    for name, make in pictures(root).items():
+        path, svg = root / name, make()
+        if not path.exists() or path.read_text(encoding="utf-8") != svg:
+            path.write_text(svg, encoding="utf-8")
+            changed.append(name)
     return changed

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from defusedcsv import csv as defused_csv
 
 from gavil.domain.names import is_invisible
-from schemas import TableModel, arrow_schema, check_lists, list_columns
+from schemas import TableModel, arrow_schema, check_lists, list_columns, round_stored
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -66,8 +66,9 @@ def validate(df: pd.DataFrame, model: type[TableModel]) -> pd.DataFrame:
 
 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
-    """Validate ``df`` against ``model`` and write it atomically as Parquet. Returns the validated frame."""
-    df = validate(df.reset_index(drop=True), model)
+    """Round ``df``'s float columns to their declared precision (:func:`schemas.round_stored`), validate it
+    against ``model`` and write it atomically as Parquet. Returns the validated frame."""
+    df = validate(round_stored(df.reset_index(drop=True), model), model)
     table = pa.Table.from_pandas(df, schema=arrow_schema(model, df), preserve_index=False)
     with atomic_path(path, ".parquet") as tmp:
         pq.write_table(table, tmp)

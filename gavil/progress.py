@@ -34,19 +34,29 @@ def progress(
 ) -> Iterator[T]:
     """Iterate ``items`` reporting ``desc: n/total [elapsed<ETA, rate]`` every ``interval`` s."""
     n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
+    beat = active()
     if n is not None and n < min_total:
-        yield from items
+        for i, item in enumerate(items, 1):
+            yield item
+            if beat is not None:
+                beat.detail = f"{desc} {i}/{n}"
         return
-    yield from tqdm(
+    bar = tqdm(
         items, desc=desc, total=n, mininterval=interval, maxinterval=interval * 4, file=_Lines(), ascii=True, ncols=80
     )
+    for i, item in enumerate(bar, 1):
+        yield item
+        if beat is not None:
+            beat.detail = f"{desc} {i}/{n}" if n is not None else f"{desc} {i}"
 
 
 class Heartbeat:
-    """Prints ``<stage>: <phase> (<s> s in this step, <s> s in all)`` every ``interval`` seconds from a
-    daemon thread while a long stage runs, so steps that report nothing themselves (loading a model,
-    one long encode, a bootstrap, writing plots) still show a line at least that often. Console
-    only: it never touches an output. Use as a context manager; :meth:`phase` names the step."""
+    """Prints ``<stage>: <phase> [<progress>] (<s> s in this step, <s> s in all)`` every ``interval``
+    seconds from a daemon thread while a stage runs (the runner wraps every stage in one), so a step
+    that reports nothing itself (loading a model, one long encode, one slow image on a loaded
+    machine) still shows a line at least that often; :func:`progress` loops add their latest count.
+    The thread sleeps on an event, so the beat does not wait for the work. Console only: it never
+    touches an output. Use as a context manager; :meth:`phase` names the step."""
 
     def __init__(self, stage: str, interval: float = 10.0):
         import threading
@@ -56,19 +66,22 @@ class Heartbeat:
         self.stage, self.interval = stage, interval
         self._phase, self._since = "starting", self._time()
         self._start = self._since
+        self.detail = ""  # the latest count of a progress() loop in this step
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{stage}-heartbeat", daemon=True)
 
     def phase(self, text: str) -> None:
         """Name the step now running (printed at once, and on every beat until the next one)."""
-        self._phase, self._since = text, self._time()
+        self._phase, self._since, self.detail = text, self._time(), ""
         print(f"{self.stage}: {text}", flush=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             now = self._time()
+            detail = f" [{self.detail}]" if self.detail else ""
             print(
-                f"{self.stage}: {self._phase} ({now - self._since:.0f} s in this step, {now - self._start:.0f} s in all)",
+                f"{self.stage}: {self._phase}{detail} ({now - self._since:.0f} s in this step, "
+                f"{now - self._start:.0f} s in all)",
                 flush=True,
             )
 
@@ -90,6 +103,11 @@ def _local():
 
 
 _ACTIVE = _local()  # the heartbeat of the stage running in this thread (Prefect runs stages in threads)
+
+
+def active() -> Heartbeat | None:
+    """The :class:`Heartbeat` of the stage running in this thread, or None."""
+    return getattr(_ACTIVE, "beat", None)
 
 
 def step(text: str) -> None:

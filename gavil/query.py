@@ -17,6 +17,25 @@ def table_files(root: str | os.PathLike = ".") -> dict[str, Path]:
     return {t.name: p for t in catalog.TABLES if (p := Path(root) / t.path).is_file()}
 
 
+def missing_table_hint(error: str, root: str | os.PathLike = ".") -> str | None:
+    """For DuckDB's "Table with name X does not exist" on a catalog table not built yet, one line
+    saying which stage writes it and what to run; for a name the catalog does not know, the tables
+    there are; None for any other error."""
+    import re
+
+    from gavil.pipeline.registry import STAGES
+
+    m = re.search(r"Table with name (\S+) does not exist", error)
+    if not m:
+        return None
+    name = m.group(1).strip("\"'`")
+    writer = next((s.name for s in STAGES if name in s.writes), None)
+    if writer is not None:
+        return f"table {name} does not exist yet: run `dvc repro {writer}` (or `dvc repro`) first"
+    built = ", ".join(table_files(root)) or "none yet (run `dvc repro`)"
+    return f"no table named {name}: `gavil tables` lists every table; built so far: {built}"
+
+
 def connect(root: str | os.PathLike = ".") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per stage table (read-only over the files)."""
     con = duckdb.connect()

@@ -34,14 +34,80 @@ class ListColumnError(ValueError):
     """A list column holds a value that is not a list of the declared element type."""
 
 
-def list_field(of: str = "str", *, nullable: bool = False, min_len: int = 0, **kw: Any) -> Any:
+#: Decimal places of values a model or an optimiser computed (scores, similarities, fractions of them).
+MODEL_DECIMALS = 6
+#: Decimal places of percentages computed from such values (Table 1, Table 4, paired scores).
+PERCENT_DECIMALS = 4
+
+
+def rounded(decimals: int = MODEL_DECIMALS, **kw: Any) -> Any:
+    """A pandera Field for a float column stored rounded to ``decimals`` places on every write
+    (:func:`round_stored`, run by ``gavil.io.write_parquet``).
+
+    Why: floating-point sums and products come out in the last bits differently on another CPU's
+    kernels, thread count or batch shape (~1e-16 relative in float64, ~1e-7 in float32). The project
+    computes what decides in float64 and stores scores at a precision far coarser than that, so the
+    stored bytes are the same on every machine (``docs/determinism.md``)."""
+    return pa.Field(metadata={"decimals": decimals}, **kw)
+
+
+def exact(why: str, **kw: Any) -> Any:
+    """A pandera Field for a float column stored exactly as computed or read: a value copied from an
+    input file (the release's solver means, SWOW weights), a ratio of two integers (a Jaccard index,
+    a strength), or a params value; ``why`` says which (shown in the table catalog)."""
+    return pa.Field(metadata={"decimals": None, "exact": why}, **kw)
+
+
+def list_field(
+    of: str = "str", *, nullable: bool = False, min_len: int = 0, decimals: int | None = None, **kw: Any
+) -> Any:
     """A pandera Field for a column of Python lists of ``of`` ("str" or "float").
 
     pandera has no element type for Python lists, so :func:`check_lists` (run by every table
-    read and write) enforces the element type, nullability and minimum length.
+    read and write) enforces the element type, nullability and minimum length. Float lists say
+    their stored precision: ``decimals`` places (see :func:`rounded`), or ``exact=<why>`` in ``kw``.
     """
-    meta = {"list_of": of, "list_nullable": nullable, "list_min_len": min_len}
+    meta: dict[str, Any] = {"list_of": of, "list_nullable": nullable, "list_min_len": min_len}
+    if of == "float":
+        why = kw.pop("exact", None)
+        meta |= {"decimals": decimals} if why is None else {"decimals": None, "exact": why}
     return pa.Field(nullable=True, metadata=meta, **kw)
+
+
+def stored_precision(model: type[TableModel]) -> dict[str, int | None | str]:
+    """{float column: decimals (int), or the ``exact`` reason (str), or None when undeclared}."""
+    out: dict[str, int | None | str] = {}
+    for name, col in model.to_schema().columns.items():
+        meta = col.metadata or {}
+        is_float = meta.get("list_of") == "float" or (
+            "list_of" not in meta and col.dtype is not None and "float" in str(col.dtype).lower()
+        )
+        if is_float:
+            out[name] = meta["exact"] if meta.get("exact") else meta.get("decimals")
+    return out
+
+
+def round_stored(df: pd.DataFrame, model: type[TableModel]) -> pd.DataFrame:
+    """``df`` with every :func:`rounded` column (and float-list column) rounded to its decimals
+    (numpy's round half to even on the float64 value); other columns untouched."""
+    import numpy as np
+
+    out = None
+    for name, col in model.to_schema().columns.items():
+        meta = col.metadata or {}
+        d = meta.get("decimals")
+        if d is None or name not in df.columns:
+            continue
+        if out is None:
+            out = df.copy()
+        if meta.get("list_of") == "float":
+            out[name] = [
+                v if not isinstance(v, list) else np.round(np.asarray(v, dtype=np.float64), d).tolist()
+                for v in out[name]
+            ]
+        else:
+            out[name] = np.round(pd.to_numeric(out[name], errors="coerce").astype("float64"), d)
+    return df if out is None else out
 
 
 def check_lists(df: pd.DataFrame, model: type[TableModel]) -> None:

@@ -13,7 +13,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES
-from schemas import StrictModel, list_field
+from schemas import StrictModel, exact, list_field
 
 DATASETS = ["game", "swow_baseline"]
 ORIGINS = ["release", "raw"]
@@ -34,17 +34,25 @@ class Instances(StrictModel):
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
-    solvers_jaccard_mean: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="as released (null for raw)")
-    solvers_jaccard_std: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="as released (null for raw)")
+    solvers_jaccard_mean: Series[float] = exact(
+        "as released", nullable=True, ge=0, le=1, description="as released (null for raw)"
+    )
+    solvers_jaccard_std: Series[float] = exact(
+        "as released", nullable=True, ge=0, le=1, description="as released (null for raw)"
+    )
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
     task_id: Series[str] = pa.Field(
         nullable=True, description="creation task (raw): the two cues given for one candidate set"
     )
-    cue_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: the cue's SWOW weight")
-    associations_mean_weight: Series[float] = pa.Field(nullable=True, description="release swow.csv: mean R123 count")
-    candidates_connectivity_score: Series[float] = pa.Field(
-        nullable=True, description="release swow.csv: ambiguity measure"
+    cue_weight: Series[float] = exact(
+        "as released", nullable=True, description="release swow.csv: the cue's SWOW weight"
+    )
+    associations_mean_weight: Series[float] = exact(
+        "as released", nullable=True, description="release swow.csv: mean R123 count"
+    )
+    candidates_connectivity_score: Series[float] = exact(
+        "as released", nullable=True, description="release swow.csv: ambiguity measure"
     )
     spymaster: Series[str] = pa.Field(nullable=True, description="keyed hash of the spymaster id (never the raw id)")
     cue_flag: Series[str] = pa.Field(

@@ -5,7 +5,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES
-from schemas import StrictModel, list_field
+from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, exact, list_field, rounded
 
 STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
 
@@ -30,13 +30,18 @@ class EvalPredictions(StrictModel):
     )
     predictions: Series[object] = list_field("str", nullable=True)
     similarities: Series[object] = list_field(
-        "float", nullable=True, description="every candidate's score, in candidate order (null: top-K only)"
+        "float",
+        nullable=True,
+        decimals=MODEL_DECIMALS,
+        description="every candidate's score, in candidate order (null: top-K only)",
     )
-    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    jaccard: Series[float] = exact("a ratio of two set sizes", nullable=True, ge=0, le=1)
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)"
     )
-    random_jaccard: Series[float] = pa.Field(ge=0, le=1, description="expected Jaccard of a uniformly random K-subset")
+    random_jaccard: Series[float] = rounded(
+        MODEL_DECIMALS, ge=0, le=1, description="expected Jaccard of a uniformly random K-subset"
+    )
 
     @pa.dataframe_check(error="a Jaccard exactly where a model predicted (ok/untrained)")
     def scored_rows(cls, df: pd.DataFrame) -> pd.Series:
@@ -55,11 +60,11 @@ class Evaluation(StrictModel):
     n_instances: Series[int] = pa.Field(ge=0)
     n_scored: Series[int] = pa.Field(ge=0)
     untrained: Series[bool]
-    mean_jaccard_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    random_percent: Series[float] = pa.Field(
-        ge=0, le=100, description="random-chance Jaccard x100 on the same instances"
+    mean_jaccard_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    random_percent: Series[float] = rounded(
+        PERCENT_DECIMALS, ge=0, le=100, description="random-chance Jaccard x100 on the same instances"
     )
 
 
@@ -77,12 +82,16 @@ class PairedEvaluation(StrictModel):
     score: Series[str] = pa.Field(isin=["text", "image", "group", "both_solved"])
     n_pairs: Series[int] = pa.Field(ge=0)
     n_sets: Series[int] = pa.Field(ge=0)
-    percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    chance_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    set_weighted_percent: Series[float] = pa.Field(
-        nullable=True, ge=0, le=100, description="mean over candidate sets of the set's mean over its pairs"
+    percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    chance_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    set_weighted_percent: Series[float] = rounded(
+        PERCENT_DECIMALS,
+        nullable=True,
+        ge=0,
+        le=100,
+        description="mean over candidate sets of the set's mean over its pairs",
     )
-    set_weighted_ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
-    set_weighted_ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100)
+    set_weighted_ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    set_weighted_ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)

@@ -5,7 +5,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES, RELEASE_DATASET_COLUMNS
-from schemas import StrictModel, list_field
+from schemas import StrictModel, exact, list_field
 
 #: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv).
 BENCHMARK_COLUMNS = list(RELEASE_DATASET_COLUMNS)
@@ -20,8 +20,8 @@ class Benchmark(StrictModel):
     )
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
-    solvers_jaccard_mean: Series[float] = pa.Field(ge=0, le=1)
-    solvers_jaccard_std: Series[float] = pa.Field(ge=0, le=1)
+    solvers_jaccard_mean: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
+    solvers_jaccard_std: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
     ID: Series[int] = pa.Field(ge=0, unique=True)
 
     class Config:
@@ -75,8 +75,8 @@ class BenchmarkDataset(StrictModel):
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
-    solvers_jaccard_mean: Series[float] = pa.Field(ge=0, le=1)
-    solvers_jaccard_std: Series[float] = pa.Field(ge=0, le=1)
+    solvers_jaccard_mean: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
+    solvers_jaccard_std: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
     ID: Series[int] = pa.Field(ge=0, unique=True)
     candidate_images: Series[object] = pa.Field(description="list of {bytes, path}: one image per candidate")
 

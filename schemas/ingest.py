@@ -4,7 +4,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import StrictModel
+from schemas import StrictModel, exact
 
 SOURCE_FORMATS = ["swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow"]
 
@@ -27,11 +27,19 @@ class Edges(StrictModel):
     response: Series[str] = pa.Field(str_length={"min_value": 1})
     r1_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="first responses (R1)")
     r123_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="responses over R1..R3")
-    r1_strength: Series[float] = pa.Field(
-        nullable=True, ge=0, le=1, description="R1 / number of valid R1 responses to the cue"
+    r1_strength: Series[float] = exact(
+        "a count over the cue's N, or as in the file",
+        nullable=True,
+        ge=0,
+        le=1,
+        description="R1 / number of valid R1 responses to the cue",
     )
-    r123_strength: Series[float] = pa.Field(
-        nullable=True, ge=0, le=1, description="R123 / number of valid R1..R3 responses"
+    r123_strength: Series[float] = exact(
+        "a count over the cue's N, or as in the file",
+        nullable=True,
+        ge=0,
+        le=1,
+        description="R123 / number of valid R1..R3 responses",
     )
     rank: Series[int] = pa.Field(
         ge=1, description="1 = strongest response of the cue (R123, then R1, then input order)"

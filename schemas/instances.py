@@ -5,7 +5,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from gavil.domain.vocabulary import CANDIDATE_SIZES
-from schemas import StrictModel, list_field
+from schemas import StrictModel, exact, list_field
 
 SWOW_STATUSES = ["ok", "profane_cue", "too_few_associations", "too_few_distractors", "too_ambiguous"]
 
@@ -38,9 +38,14 @@ class SwowInstances(StrictModel):
     candidates: Series[object] = list_field("str")
     num_associations: Series[int] = pa.Field(ge=0)
     num_candidates: Series[int] = pa.Field(ge=0)
-    associations_mean_weight: Series[float] = pa.Field(nullable=True, description="mean R123 count of the associations")
-    candidates_connectivity_score: Series[float] = pa.Field(
-        nullable=True, ge=0, description="distinct candidate subsets (size >= 2) other SWOW cues link to (ok rows)"
+    associations_mean_weight: Series[float] = exact(
+        "a mean of integer counts", nullable=True, description="mean R123 count of the associations"
+    )
+    candidates_connectivity_score: Series[float] = exact(
+        "an integer count",
+        nullable=True,
+        ge=0,
+        description="distinct candidate subsets (size >= 2) other SWOW cues link to (ok rows)",
     )
     dropped_words: Series[object] = list_field("str", description="responses skipped as associations: 'word: reason'")
 
@@ -56,7 +61,9 @@ class Concreteness(StrictModel):
     candidate associations); empty when ``instances.swow.min_concreteness`` is null."""
 
     word: Series[str] = pa.Field(unique=True)
-    rating: Series[float] = pa.Field(nullable=True, ge=1, le=5, description="Brysbaert et al. 2014 mean, 1-5")
+    rating: Series[float] = exact(
+        "as in the published norms", nullable=True, ge=1, le=5, description="Brysbaert et al. 2014 mean, 1-5"
+    )
     status: Series[str] = pa.Field(isin=["concrete", "not_concrete", "unrated"])
     reason: Series[str] = pa.Field(nullable=True)
     in_pool: Series[bool] = pa.Field(description="an accepted concept (possible distractor)")

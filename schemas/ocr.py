@@ -4,7 +4,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import StrictModel
+from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, rounded
 
 STATUSES = ["accepted", "rejected_text", "no_image"]
 
@@ -23,9 +23,13 @@ class Ocr(StrictModel):
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     ocr_text: Series[str] = pa.Field(nullable=True, description="tokens read, space-joined, in reading order")
-    ocr_confidence: Series[float] = pa.Field(nullable=True, ge=0, le=1, description="max token confidence")
+    ocr_confidence: Series[float] = rounded(
+        MODEL_DECIMALS, nullable=True, ge=0, le=1, description="max token confidence"
+    )
     match_token: Series[str] = pa.Field(nullable=True, description="OCR text that matched the concept")
-    match_score: Series[float] = pa.Field(nullable=True, ge=0, le=100, description="rapidfuzz ratio, percent")
+    match_score: Series[float] = rounded(
+        PERCENT_DECIMALS, nullable=True, ge=0, le=100, description="rapidfuzz ratio, percent"
+    )
 
     @pa.dataframe_check(error="every non-accepted row needs a reason")
     def reason_for_non_accepted(cls, df: pd.DataFrame) -> pd.Series:

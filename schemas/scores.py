@@ -4,7 +4,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from schemas import StrictModel, list_field
+from schemas import MODEL_DECIMALS, StrictModel, exact, list_field
 
 STATUSES = ["ok", "untrained", "no_weights", "missing_image"]
 
@@ -30,8 +30,8 @@ class Scores(StrictModel):
     candidates: Series[object] = list_field("str")
     associations: Series[object] = list_field("str")
     predictions: Series[object] = list_field("str", nullable=True)
-    similarities: Series[object] = list_field("float", nullable=True)
-    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1)
+    similarities: Series[object] = list_field("float", nullable=True, decimals=MODEL_DECIMALS)
+    jaccard: Series[float] = exact("a ratio of two set sizes", nullable=True, ge=0, le=1)
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
 
     @pa.dataframe_check(error="scores only where a model ran (ok/untrained); no_weights rows carry none")

@@ -128,11 +128,12 @@ def _scorer(kind: str, members: list[Member], x_train: np.ndarray, y: np.ndarray
     clf = fit_logistic(x_train, y, 200, p.seed)
     (m,) = members
     d = m.cues.shape[1]
-    w, b = clf.coef_[0].astype(np.float32), float(clf.intercept_[0])
+    w, b = clf.coef_[0].astype(np.float64), float(clf.intercept_[0])
 
     def linear(ii: np.ndarray, cc: np.ndarray) -> np.ndarray:
         # w·[cue ⊙ c, c] + b = c·(w1 ⊙ cue + w2) + b: no pair matrix needed
-        return np.einsum("rd,rd->r", m.concepts[cc], m.cues[ii] * w[:d] + w[d:]) + b
+        c, q = m.concepts[cc].astype(np.float64), m.cues[ii].astype(np.float64)
+        return np.einsum("rd,rd->r", c, q * w[:d] + w[d:]) + b
 
     return linear
 
@@ -393,7 +394,7 @@ def run(params: Params) -> Metrics:
     ok = np.array([not w for w in why], dtype=bool)
     universe = sorted({c for pl in pools for c in pl} | {c for a in sw["associations"] for c in a})
     cidx = {c: i for i, c in enumerate(universe)}
-    cache = Cache([catalog.path("embeddings")], catalog.path("af_embeddings", "write"))
+    cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("af_embeddings", "write"))
     members, status = _load_members(params, list(sw["cue"]), universe, cache, images) if ok.any() else ([], {})
     cache.save()
     orig = [[c for c in cs if c not in set(a)] for cs, a in zip(sw["candidates"], sw["associations"])]

@@ -99,12 +99,14 @@ def split_table(selection: pd.DataFrame, split: str) -> tuple[list[str], list[li
 
 
 def to_split_csv(header: list[str], rows: list[list[str]]) -> str:
-    """A release split file's text (CRLF), every cell spreadsheet-safe (:func:`gavil.io.csv_writer`)."""
+    """A release split file's text as the release writes it: CRLF between rows and none after the last
+    (``game_5_6.csv``, ``game_10_12.csv`` and ``swow.csv`` end without one), every cell spreadsheet-safe
+    (:func:`gavil.io.csv_writer`)."""
     buf = io.StringIO()
     w = csv_writer(buf, lineterminator="\r\n")
     w.writerow(header)
     w.writerows(rows)
-    return buf.getvalue()
+    return buf.getvalue().removesuffix("\r\n")
 
 
 #: Rows per Parquet row group in ``dataset/test.parquet``: what ``datasets`` decodes at once

@@ -83,7 +83,7 @@ def plan(params: Params) -> list[dict[str, Any]]:
         instances, then ``{"kind": "text", "items": [prompt, ...]}`` for the prompts of the instances
         whose candidates all have an accepted image (the only ones :func:`reduce` scores); each
         sorted and cut into ``score.partition_size`` items. A prompt costs a sizeable fraction of an
-        image with RN50 on a CPU (README "Performance"), too much to leave to the one reduce task,
+        image with RN50 on a CPU (docs/benchmarks.md), too much to leave to the one reduce task,
         so prompts are partitioned too. Always at least one partition.
     """
     p = params.score

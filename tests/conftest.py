@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GAVIL_ANNOTATOR_KEY", "test-key-not-secret")
 
 # Tests import open_clip/torchvision directly: make that safe on the CPU torch build first.
-from gavil.models.torchvision_compat import ensure_torchvision
+from gavil.compat.torchvision_bridge import ensure_torchvision
 from tests.helpers import build_sample, copy_project
 
 ensure_torchvision()

@@ -245,14 +245,17 @@ def test_a_stage_run_out_of_order_names_the_stage_to_run_first(in_tmp):
     assert not (in_tmp / "data/export").exists()
 
 
-def test_dvc_yaml_outputs_never_overlap_and_caches_persist():
+def test_dvc_yaml_outputs_never_overlap_and_model_caches_stay_local():
     for s in STAGES:
         entry = dvc_stage(s, Params())
         outs = [o if isinstance(o, str) else next(iter(o)) for o in entry["outs"]]
         for a in outs:
             assert not any(a != b and Path(a).is_relative_to(b) for b in outs), (s.name, a)
     ocr = dvc_stage(next(s for s in STAGES if s.name == "ocr_filter"), Params())
-    assert {"data/cache/ocr_detections.parquet": {"persist": True}} in ocr["outs"]  # pushed with dvc push
+    # model-output caches hold this CPU's float32 numerics: never hashed in dvc.lock
+    every_out = {o if isinstance(o, str) else next(iter(o)) for s in STAGES for o in dvc_stage(s, Params())["outs"]}
+    assert not [p for p in every_out if p.startswith("data/cache/")], every_out
+    assert "data/ocr/ocr.parquet" in ocr["outs"]
     select = dvc_stage(next(s for s in STAGES if s.name == "select_instances"), Params())
     assert {"data/ledger/benchmark_ids.parquet": {"persist": True, "cache": False}} in select["outs"]  # in git
     assert "gavil/progress.py" in code_deps(next(s for s in STAGES if s.name == "ocr_filter"))

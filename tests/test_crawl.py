@@ -665,3 +665,24 @@ def test_crawl_killed_half_way_resumes_without_loss_or_duplicates(in_tmp, http_s
     _, again = checked(crawl(cf(*concepts), p))
     assert sum(len(v) for v in log.hits.values()) == hits  # same params: nothing downloaded
     assert again.equals(df)
+
+
+def test_a_crawl_that_reaches_no_network_says_so(in_tmp):
+    """Offline (here: the search endpoint is a closed port on 127.0.0.1), a web crawl ends with no image
+    and every concept search_failed; the stage's closing line says no request reached the web and
+    what to do offline, instead of ending quietly with 0 images."""
+    import socket
+
+    from stages.crawl_images.stage import no_image_warning
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = params(source="bing", bing={"endpoint": f"http://127.0.0.1:{port}/images/async"}, retries=0)
+    _, df = checked(crawl(cf("rocket", "moon"), p))
+    assert set(df["status"]) == {"search_failed"}
+    line = no_image_warning(df.reset_index(), "bing")
+    assert line is not None and "none of 2 concept(s) got an image" in line and "offline" in line, line
+    assert "crawl.source: local" in line
+    ok = pd.DataFrame({"concept": ["a", "b"], "status": ["ok", "search_failed"], "reason": [None, "x"]})
+    assert no_image_warning(ok, "bing") is None and no_image_warning(ok.iloc[:0], "bing") is None

@@ -718,7 +718,7 @@ def test_x_robots_tag_on_any_hop_opts_out_and_respect_robots_false_switches_off_
             "/final.jpg": serve(picture(2), X_Robots_Tag="noindex, noimageai"),
             "/scoped.jpg": serve(picture(3), X_Robots_Tag="otherbot: noai"),
             "/private/x.jpg": serve(picture(4)),
-            "/fine.jpg": serve(picture(5), X_Robots_Tag="noindex"),
+            "/fine.jpg": serve(picture(5), X_Robots_Tag="nofollow, noarchive, otherbot: nosnippet"),
         }
     )
     url_map = {
@@ -743,6 +743,26 @@ def test_x_robots_tag_on_any_hop_opts_out_and_respect_robots_false_switches_off_
     robots_hits = web.n("/robots.txt")
     _, off = run(url_map, respect_robots=False)
     assert (off["status"] == "ok").all() and web.n("/robots.txt") == robots_hits
+
+
+def test_every_x_robots_tag_opt_out_the_ecosystem_honours_opts_out_with_its_reason(in_tmp, web):
+    """img2dataset's default list (noai, noimageai, noindex, noimageindex) and ``none`` (= noindex,
+    nofollow), in any case, spacing, position or user-agent scope, each make the image ``opted_out``
+    with the directive in its reason; other directives do not."""
+    values = {}
+    for token in ("noai", "noimageai", "noindex", "noimageindex", "none"):
+        for i, form in enumerate([token, token.upper(), f"nofollow,  {token}", f"somebot: {token}", f"x ; {token}"]):
+            values[f"{token}-{i}"] = (form, token)
+    for i, other in enumerate(["nofollow", "noarchive", "index, follow", "max-image-preview:large", "noindexer"]):
+        values[f"other-{i}"] = (other, None)
+    web.routes.update({f"/{k}.jpg": serve(picture(n), X_Robots_Tag=v) for n, (k, (v, _)) in enumerate(values.items())})
+    _, df = run({k: f"{web.base}/{k}.jpg" for k in values}, respect_robots=True)
+    for key, (header, token) in values.items():
+        if token is None:
+            assert df.loc[key, "status"] == "ok", (header, df.loc[key, "reason"])
+        else:
+            assert df.loc[key, "status"] == "opted_out", header
+            assert f"X-Robots-Tag: {token}" in df.loc[key, "reason"], (header, df.loc[key, "reason"])
 
 
 # ============================================================================ 5. deterministic outputs

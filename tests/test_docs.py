@@ -94,11 +94,62 @@ def test_yaml_comments_follow_nesting_and_ignore_hashes_in_quotes():
 
 def test_readme_is_short_and_keeps_the_two_setup_commands():
     text = README.read_text()
-    assert len(text.splitlines()) <= 300
+    assert len(text.splitlines()) <= 150
     assert "python3 -m venv .venv && . .venv/bin/activate && pip install -c constraints.txt -e . && dvc repro" in text
     assert (
         'python3 -m venv .venv && . .venv/bin/activate && pip install -c constraints.txt -e ".[test]" && pytest' in text
     )
+
+
+#: What a page about the project does not say: commit ids, issue numbers, the sessions that built it.
+HISTORY = re.compile(r"\b[0-9a-f]{7,40}\b(?<![0-9]{7})|\bissue \d+|\bsession\b(?! token)|\bbefore issue\b", re.I)
+
+
+@pytest.mark.parametrize("page", ["README.md", *(p.relative_to(ROOT).as_posix() for p in PAGES)])
+def test_no_page_tells_the_story_of_its_making(page):
+    """No commit ids, no issue numbers, no sessions: the README and docs describe the project as it is."""
+    text = (ROOT / page).read_text()
+    text = re.sub(r"[0-9a-f]{64}", "", text)  # sha256 pins (model weights) are content, not history
+    found = [m.group(0) for m in HISTORY.finditer(text)]
+    assert not found, f"{page}: {found[:5]}"
+
+
+#: A pointer into the documentation from code, params, CLI help or a page: ``README "Heading"`` or
+#: ``docs/page.md "Heading"`` (or ``docs/page.md`` alone).
+POINTER = re.compile(r'\b(README|docs/[\w-]+\.md)(?: "([^"\n]+)")?')
+POINTER_FILES = [".py", ".yaml", ".yml", ".toml", ".md", ".html", ".js"]
+
+
+def _headings(page: Path) -> set[str]:
+    text, out, fence = page.read_text(), set(), False
+    for line in text.splitlines():
+        fence = fence != line.startswith("```")
+        if not fence and (m := re.match(r"#+\s+(.*?)\s*$", line)):
+            out.add(m.group(1))
+    return out
+
+
+def test_every_pointer_to_a_readme_or_docs_section_resolves():
+    """A sweep over every text file of the project (code, params.yaml, pyproject, the game's pages, the
+    docs themselves): each ``README "X"`` / ``docs/page.md "X"`` names an existing page and heading."""
+    roots = [ROOT / d for d in ("gavil", "stages", "schemas", "flows", "benchmarks", "tests", "docs", ".ci")]
+    files = [f for r in roots for f in r.rglob("*") if f.is_file() and f.suffix in POINTER_FILES]
+    files += [ROOT / n for n in ("README.md", "params.yaml", "pyproject.toml", "mkdocs.yml", "data/game/README.md")]
+    seen, bad = 0, []
+    for f in files:
+        if f.name == "test_docs.py":
+            continue
+        for m in POINTER.finditer(f.read_text(encoding="utf-8", errors="replace")):
+            page = ROOT / ("README.md" if m.group(1) == "README" else m.group(1))
+            if m.group(1) == "README" and not m.group(2):
+                continue  # the word README, no section named
+            seen += 1
+            if not page.exists():
+                bad.append(f"{f.relative_to(ROOT)}: {m.group(0)} (no such page)")
+            elif m.group(2) and m.group(2) not in _headings(page):
+                bad.append(f"{f.relative_to(ROOT)}: {m.group(0)} (no such heading)")
+    assert seen >= 15, seen
+    assert not bad, bad
 
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")

@@ -368,3 +368,37 @@ def test_random_weights_only_when_set_and_labelled_untrained_everywhere(project)
     assert me["fool_the_ai"] is None and me["fool_the_ai_untrained"] == r["score_fool_the_ai"]
     # without the explicit switch, the default pretrained weights are missing offline: no rival
     assert make_client(project, params(), rival=None).get("/api/status").json()["rival_status"] == "no_weights"
+
+
+#: Words of an operator's instructions (params keys, commands, paths) that a player must never be shown.
+OPERATOR_WORDS = (
+    "weights_path",
+    "params",
+    "dvc",
+    "models.",
+    "docs/",
+    "pip ",
+    "python",
+    "sha256",
+    "cache",
+    "rival_random",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("random_weights", [False, True])
+def test_players_never_see_operator_instructions(random_weights, tmp_path):
+    """What the page and the status API show players about the rival says what it means for them; how to
+    provide weights (params keys, commands) goes to the server's console only."""
+    import yaml
+
+    from gavil.game.rival import load_rival
+    from gavil.params import parse_params
+    from tests.helpers import ROOT, no_downloads
+
+    data = no_downloads(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    data["game"]["rival_random_weights"] = random_weights
+    rival = load_rival(parse_params(data), {})
+    assert rival.status == ("untrained" if random_weights else "no_weights")
+    shown = rival.message.lower()
+    assert not [w for w in OPERATOR_WORDS if w in shown], rival.message

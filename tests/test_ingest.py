@@ -445,3 +445,24 @@ def test_non_response_markers_any_case_and_spacing_are_not_responses(tmp_path, m
     text = f"cue\tresponse\tR1\tN\tR1.Strength\nmoon\tsun\t4\t10\t0.4\nmoon\t{marker.strip(chr(9))}\t2\t10\t0.2\n"
     res = ingest(write(tmp_path, "strength.SWOW-EN.R1.csv", text))
     assert list(res.edges["response"]) == ["sun"] and res.metrics["non_response_rows"] == 1
+
+
+def test_which_words_become_concepts(tmp_path):
+    """Cues always (the paper's SWOW corpus); with ingest.concepts: cues_and_responses also every response
+    given at least min_response_count times, so a small file whose responses are no cues of their own
+    still gives its associations an image (and its SWOW-baseline instances their candidates)."""
+    from stages.ingest_concepts.stage import ingest
+
+    f = tmp_path / "strength.SWOW-EN.R123.csv"
+    f.write_text(
+        "cue\tresponse\tR123\tN\tR123.Strength\n"
+        "moon\tsun\t40\t100\t0.4\nmoon\tstar\t12\t100\t0.12\nmoon\tcheese\t2\t100\t0.02\n"
+        "sun\thot\t30\t90\t0.333\nsun\tmoon\t20\t90\t0.222\n"
+    )
+    cues = ingest(f).concepts
+    assert sorted(cues["concept"]) == ["moon", "sun"] and cues["is_cue"].all()
+    every = ingest(f, concepts_from="cues_and_responses").concepts.set_index("concept")
+    assert sorted(every.index) == ["cheese", "hot", "moon", "star", "sun"]
+    assert not every.loc["star", "is_cue"] and every.loc["star", "n_cues"] == 1
+    strong = ingest(f, concepts_from="cues_and_responses", min_response_count=10).concepts
+    assert sorted(strong["concept"]) == ["hot", "moon", "star", "sun"]  # cheese: 2 < 10

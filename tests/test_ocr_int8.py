@@ -21,7 +21,7 @@ def craft():
     import easyocr_en_models
     from easyocr.detection import get_detector
 
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     return get_detector(str(Path(easyocr_en_models.model_dir()) / "craft_mlt_25k.pth"), device="cpu").eval()

@@ -114,8 +114,8 @@ def test_batch_norm_folding_keeps_craft_outputs():
     import easyocr_en_models
     from easyocr.detection import get_detector
 
+    from gavil.compat.torchvision_bridge import ensure_torchvision
     from gavil.models.craft import fold_batch_norm
-    from gavil.models.torchvision_compat import ensure_torchvision
 
     ensure_torchvision()
     net = get_detector(str(Path(easyocr_en_models.model_dir()) / "craft_mlt_25k.pth"), device="cpu").eval()

@@ -61,7 +61,7 @@ def _free_port() -> int:
 
 
 def readme_prefect_block() -> str:
-    """The bash block of README "Prefect" that serves the deployments."""
+    """The bash block of docs/prefect.md that serves the deployments."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("\n## Prefect\n") :]
     section = section[: section.index("\n## ", 1)]
@@ -370,11 +370,12 @@ def test_server_refuses_a_sqlalchemy_that_stops_the_scheduler(monkeypatch):
 # ------------------------------------------------------------------------------------------ the install
 def test_constraints_pin_this_tested_environment():
     """constraints.txt = the installed dependency closure (`gavil constraints --write` regenerates it)."""
-    from gavil.cli import constraints_text
+    from gavil.compat.constraints import constraints_text
 
     text = (ROOT / "constraints.txt").read_text()
     pins = dict(line.split("==") for line in text.splitlines() if line and not line.startswith("#"))
-    assert pins["torch"] == "2.13.0+cpu" and pins["torchvision"] == "0.28.0"
+    assert pins["torch"] == "2.13.0" and pins["torchvision"] == "0.28.0"
+    assert not [f"{n}=={v}" for n, v in pins.items() if "+" in v], "a local label resolves on no public index"
     assert not [n for n in pins if n.startswith("nvidia-") or n == "triton"]
     assert tuple(int(x) for x in pins["sqlalchemy"].split(".")[:2]) < (2, 1) and pins["prefect"] == "3.8.8"
     current = constraints_text(ROOT / "pyproject.toml")

@@ -369,7 +369,7 @@ def test_array_preprocess_is_open_clips_preprocess_bit_for_bit(arch):
     import open_clip
     from PIL import Image
 
-    from gavil.models.loading import array_preprocess
+    from gavil.models.image_input import array_preprocess
 
     _, _, preprocess = open_clip.create_model_and_transforms(arch, pretrained=None)
     fast = array_preprocess(preprocess)
@@ -390,7 +390,7 @@ def test_array_preprocess_leaves_other_pipelines_to_torchvision():
     from PIL import Image
     from torchvision.transforms import CenterCrop, Compose, Normalize, ToTensor
 
-    from gavil.models.loading import array_preprocess
+    from gavil.models.image_input import array_preprocess
 
     im = Image.fromarray(np.random.default_rng(1).integers(0, 256, (40, 50, 3), dtype=np.uint8))
     odd = Compose([CenterCrop(32), ToTensor(), Normalize((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)), lambda t: t * 2])
@@ -408,7 +408,7 @@ def test_prefetch_keeps_every_loader_thread_busy_and_yields_in_order(workers):
     import threading
     import time
 
-    from gavil.models.loading import prefetched
+    from gavil.models.image_input import prefetched
 
     barrier = threading.Barrier(workers, timeout=10)
     chunks = list(range(4 * workers))

@@ -1,4 +1,4 @@
-"""The collection game (``gavil game``; README "Collecting annotations"): a tool, not a stage.
+"""The collection game (``gavil game``; docs/game.md): a tool, not a stage.
 
 Spymasters give a one-word cue for a candidate set and mark K images; the rival model predicts K
 (in a background thread) and the spymaster sees the fool-the-AI score; other players solve the

@@ -31,7 +31,8 @@ STATUSES = ("ok", "untrained", "no_weights")
 
 @dataclass
 class Rival:
-    """``status``: ``ok``, ``untrained`` or ``no_weights``; ``message`` says what players see."""
+    """``status``: ``ok``, ``untrained`` or ``no_weights``; ``message`` is what players see (never an
+    operator's instruction: what to set or run goes to the server's console)."""
 
     status: str
     message: str
@@ -84,10 +85,11 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
     try:
         model = load_model(spec, RuntimeOptions.of(s))
     except WeightsUnavailable as e:
-        print(f"game: NO RIVAL - {e.log_text()}", file=sys.stderr)  # the machine's cause: the log only
+        print(f"game: NO RIVAL - {e.log_text()}", file=sys.stderr)  # the machine's cause and the fix: the console only
         return Rival(
             "no_weights",
-            f"No rival model: the {s.model} weights are not available, so no fool-the-AI score is recorded. {e.reason}",
+            "There is no AI rival on this server right now, so no fool-the-AI score is recorded. "
+            "Your cues and answers are saved as usual.",
         )
     except ParamsError:
         raise
@@ -103,8 +105,8 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
     if model.untrained:
         return Rival(
             "untrained",
-            f"The rival is UNTRAINED: {s.model} with random weights (game.rival_random_weights), "
-            "so its fool-the-AI scores are labelled untrained and never enter the benchmark.",
+            f"The AI rival is UNTRAINED ({s.model} with random weights): its guesses are for trying the game "
+            "out, and its fool-the-AI scores are labelled untrained and never enter the benchmark.",
             label + " (untrained)",
             model,
             vecs,

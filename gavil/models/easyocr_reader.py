@@ -64,7 +64,7 @@ def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu
         RuntimeError: if the offline weights package is missing (names the package to install).
         ParamsError: ``device: cuda`` without a CUDA device, or with ``precision: int8``.
     """
-    from gavil.models.torchvision_compat import ensure_torchvision
+    from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import cv2

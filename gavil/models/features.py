@@ -3,7 +3,9 @@ model (the offline text model on names, or an open_clip model on images with wei
 candidate) pair features, and vectorised top-K credit of per-candidate scores.
 
 Pair features (both stages): ``[cue ⊙ candidate, candidate]`` (2d floats) — the candidate side
-alone is the *cue-free* probe. Vectors are L2-normalised model embeddings (float32).
+alone is the *cue-free* probe. Vectors are L2-normalised model embeddings (float32); pair features are
+float64, so the fits and scores that decide (AF's swaps, AfLite's flags) carry ~1e-16 of BLAS-kernel
+and thread-count noise instead of float32's ~1e-7, far below the stored scores' rounding.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ def embed(
 
 
 def pair_features(cue_vecs: np.ndarray, cand_vecs: np.ndarray, probe: str = "full") -> np.ndarray:
-    """(rows, 2d) ``[cue ⊙ cand, cand]`` for ``probe="full"``; (rows, d) ``cand`` for ``"cue_free"``."""
+    """(rows, 2d) float64 ``[cue ⊙ cand, cand]`` for ``probe="full"``; (rows, d) ``cand`` for ``"cue_free"``."""
+    cand = cand_vecs.astype(np.float64, copy=False)
     if probe == "cue_free":
-        return cand_vecs.astype(np.float32, copy=False)
-    return np.hstack([cue_vecs * cand_vecs, cand_vecs]).astype(np.float32, copy=False)
+        return cand
+    return np.hstack([cue_vecs.astype(np.float64, copy=False) * cand, cand])
 
 
 @dataclass(frozen=True)

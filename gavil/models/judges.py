@@ -38,7 +38,7 @@ from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, 
 if TYPE_CHECKING:
     from gavil.params import Params
 
-#: (instance indices, concept indices) -> (rows, features) float32
+#: (instance indices, concept indices) -> (rows, features) float64
 PairFeatures = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -74,7 +74,7 @@ class Judge:
 
 
 def _lengths(names: Sequence[str]) -> np.ndarray:
-    return np.array([[len(n), len(n.split())] for n in names], dtype=np.float32)
+    return np.array([[len(n), len(n.split())] for n in names], dtype=np.float64)
 
 
 def length_judge(names: Sequence[str]) -> Judge:
@@ -103,14 +103,14 @@ def surface_judge(names: Sequence[str], cues: Sequence[str], n_features: int = 5
         HashingVectorizer(analyzer="char_wb", ngram_range=(1, 3), n_features=n_features, alternate_sign=False)
         .transform(list(names))
         .toarray()
-        .astype(np.float32)
+        .astype(np.float64)
     )
     base = np.hstack([_lengths(names), grams])
     ctri, ntri = [_trigrams(c) for c in cues], [_trigrams(n) for n in names]
 
     def feats(ii: np.ndarray, cc: np.ndarray) -> np.ndarray:
         overlap = [len(ctri[i] & ntri[c]) / max(1, len(ctri[i] | ntri[c])) for i, c in zip(ii, cc)]
-        return np.hstack([base[cc], np.array(overlap, dtype=np.float32)[:, None]])
+        return np.hstack([base[cc], np.array(overlap, dtype=np.float64)[:, None]])
 
     return Judge("surface", "surface", features=feats)
 

@@ -1,7 +1,7 @@
 """Params of the seeds' adversarial methods: ``adversarial_filter`` (SWAG's Adversarial Filtering,
 Zellers et al. 2018 §3.2-3.4, Algorithm 1) and ``aflite`` (WinoGrande's AfLite, Sakaguchi et al.
 2020 §4, Algorithm 1). Defaults are the papers' values; the sources are in each field's comment
-and in README "Adversarial filtering (SWAG)" / "AfLite (WinoGrande)"."""
+and in docs/adversarial-filtering.md / "AfLite (WinoGrande)"."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ class AnnotationsParams(Section):
     ]
     raw_dir: str = "data/sample/raw"  # a folder of batch folders (dvc.yaml depends on it)
     annotator_key_env: str = "GAVIL_ANNOTATOR_KEY"
-    # kf_... of the key ids are hashed with (README "Annotator ids"); null: the key recorded in
+    # kf_... of the key ids are hashed with (docs/annotations.md "Annotator ids and the key"); null: the key recorded in
     # data/ledger/annotator_key.json by the last import must not change
     annotator_key_fingerprint: Annotated[str, Field(pattern=r"^kf_[0-9a-f]{16}$")] | None = None
     # columns holding a person's identity in any input file: hashed before anything is stored

@@ -50,8 +50,10 @@ class CrawlParams(Section):
     max_page_bytes: PosInt = 5_000_000  # bytes (decoded): a larger search-result page fails its search
     max_robots_bytes: Annotated[int, Field(ge=512_000)] = 524_288  # bytes of robots.txt parsed (RFC 9309: >= 500 KiB)
     per_host: PerHost = runtime_field(PerHost())
-    user_agent: str = "winogavil-pipeline/0.1 (research benchmark crawler; honours robots.txt and X-Robots-Tag noai)"
-    respect_robots: bool = True  # robots.txt (RFC 9309) and X-Robots-Tag noai on every hop; false: neither
+    user_agent: str = (
+        "winogavil-pipeline/0.1 (research benchmark crawler; honours robots.txt and X-Robots-Tag opt-outs)"
+    )
+    respect_robots: bool = True  # robots.txt (RFC 9309) and X-Robots-Tag noai/noimageai/noindex/noimageindex/none on every hop; false: neither
     min_side: PosInt = 64
     # pixels, from the header before decoding; <= Pillow's MAX_IMAGE_PIXELS (its bomb warning)
     max_pixels: Annotated[int, Field(ge=1, le=89_478_485)] = 50_000_000

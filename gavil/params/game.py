@@ -1,4 +1,4 @@
-"""The ``game`` params section: the collection game (``gavil game``, README "Collecting annotations").
+"""The ``game`` params section: the collection game (``gavil game``, docs/game.md).
 
 Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the store in it, and
 ``dvc.yaml`` depends on the folder); every other key is a runtime knob of the game server.

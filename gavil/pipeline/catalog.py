@@ -6,9 +6,12 @@ catalog, e.g. to generate ``dvc.yaml``, imports no schema and no stage). Non-tab
 (the image store, caches, Markdown tables, plots, the dataset folder) have a path and a kind.
 
 How DVC treats an entry follows from it: ``persist`` outputs survive ``dvc repro`` (resumable
-stores and caches). Every output is in DVC's cache (so ``dvc push``/``dvc pull`` share caches and
-plots too, and a collaborator's pull leaves nothing to re-run) except ``cache=False`` ones, which
-are small files kept in git instead (the ID ledger, the annotator key's fingerprint).
+stores). Every output is in DVC's cache (so ``dvc push``/``dvc pull`` share it, plots too, and a
+collaborator's pull leaves nothing to re-run) except ``cache=False`` ones, which are small files
+kept in git instead (the ID ledger, the annotator key's fingerprint). ``local`` entries are no DVC
+output at all: the model-output caches (OCR detections, embeddings) hold this machine's network
+numerics (float32 networks differ in the last bits across CPUs and instruction sets), so each machine
+keeps its own and ``dvc.lock`` hashes only what is the same everywhere.
 
 :func:`read_table` / :func:`write_table` check the model on every read and write. While a stage
 runs (:func:`stage_access`), reading or writing a name the stage's spec does not declare raises
@@ -46,6 +49,7 @@ class Table:
     doc: str
     persist: bool = False  # kept across `dvc repro` (a cache that grows)
     cache: bool = True  # in DVC's cache (pushed/pulled)
+    local: bool = False  # no DVC output: this machine's own cache (never hashed in dvc.lock)
 
     def schema(self) -> Any:
         """The pandera ``DataFrameModel`` class (imported now)."""
@@ -69,6 +73,7 @@ class Artifact:
     persist: bool = False
     cache: bool = True
     plot: dict[str, str] = field(default_factory=dict)  # `dvc plots` options for kind "plot"
+    local: bool = False  # no DVC output (a journal, a cache of this machine's model numerics)
 
 
 TABLES: tuple[Table, ...] = (
@@ -98,8 +103,9 @@ TABLES: tuple[Table, ...] = (
         "ocr_detections",
         "data/cache/ocr_detections.parquet",
         "schemas.ocr:OcrCache",
-        "EasyOCR detections by image and canvas (cache)",
+        "EasyOCR detections by image and canvas (local cache: not a DVC output)",
         persist=True,
+        local=True,
     ),
     Table(
         "candidate_sets",
@@ -129,8 +135,9 @@ TABLES: tuple[Table, ...] = (
         "embeddings",
         "data/cache/embeddings.parquet",
         "schemas.embeddings:EmbeddingCache",
-        "rival model's image and prompt embeddings (cache)",
+        "rival model's image and prompt embeddings (local cache: not a DVC output)",
         persist=True,
+        local=True,
     ),
     Table(
         "instances",
@@ -204,8 +211,9 @@ TABLES: tuple[Table, ...] = (
         "aflite_embeddings",
         "data/cache/aflite_embeddings.parquet",
         "schemas.embeddings:EmbeddingCache",
-        "AfLite model's embeddings (cache)",
+        "AfLite model's embeddings (local cache: not a DVC output)",
         persist=True,
+        local=True,
     ),
     Table(
         "af_instances",
@@ -229,17 +237,22 @@ TABLES: tuple[Table, ...] = (
         "af_embeddings",
         "data/cache/af_embeddings.parquet",
         "schemas.embeddings:EmbeddingCache",
-        "AF members' embeddings (cache)",
+        "AF members' embeddings (local cache: not a DVC output)",
         persist=True,
+        local=True,
     ),
     Table(
         "eval_embeddings",
         "data/cache/eval_embeddings.parquet",
         "schemas.embeddings:EmbeddingCache",
-        "evaluated models' embeddings (cache)",
+        "evaluated models' embeddings (local cache: not a DVC output)",
         persist=True,
+        local=True,
     ),
 )
+
+#: The embedding caches, one per stage that embeds (each writes its own; every one of them reads all).
+EMBEDDING_CACHES = ("embeddings", "af_embeddings", "aflite_embeddings", "eval_embeddings")
 
 _PLOT_BAR = {"template": "bar_horizontal"}
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -252,7 +265,9 @@ ARTIFACTS: tuple[Artifact, ...] = (
         persist=True,
         cache=False,
     ),
-    Artifact("crawl_journal", "data/cache/crawl_journal", "journal", "resumable crawl journal (not a DVC output)"),
+    Artifact(
+        "crawl_journal", "data/cache/crawl_journal", "journal", "resumable crawl journal (not a DVC output)", local=True
+    ),
     Artifact("table1_md", "data/selection/table1.md", "file", "Table 1 as Markdown"),
     Artifact("benchmark_csv", "data/export/benchmark.csv", "file", "the benchmark in the release's CSV layout"),
     Artifact("split_game_5_6", "data/export/game_5_6.csv", "file", "release split file game_5_6.csv"),
@@ -355,6 +370,13 @@ def entry(name: str) -> Entry:
             f"{name!r} is not in the catalog (gavil/pipeline/catalog.py); known: {', '.join([*TABLE_BY_NAME, *ARTIFACT_BY_NAME])}"
         )
     return found
+
+
+def is_local(name: str) -> bool:
+    """Whether entry ``name`` is ``local``: no DVC output, dependency or DAG edge (a cache of this
+    machine's model numerics, the crawl journal). Reading one never orders stages: a cache holds only
+    what its reader could compute itself."""
+    return entry(name).local
 
 
 def metrics_path(stage: str) -> str:

@@ -12,6 +12,7 @@ not track."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +30,46 @@ def _inside(path: str, others: list[str]) -> bool:
     return any(path != o and Path(path).is_relative_to(o) for o in others)
 
 
+_REF = re.compile(r"\$\{([a-z_]+(?:\.[a-z_]+)+)\}")
+
+
+def resolve_external(template: str, params: Params) -> str | None:
+    """An outside input path of a stage (``"${paper.release_dir}/${paper.captions_file}"``) with the params'
+    values put in; None when a value it names is empty or null (that input is switched off: an empty
+    ``annotations.release_dir`` means no release), so ``dvc.yaml`` never lists an empty path."""
+    values = params.model_dump()
+    empty = False
+
+    def value(m: re.Match[str]) -> str:
+        nonlocal empty
+        v: Any = values
+        for part in m.group(1).split("."):
+            v = v.get(part) if isinstance(v, dict) else None
+        if v in (None, ""):
+            empty = True
+            return ""
+        return str(v)
+
+    path = _REF.sub(value, template)
+    return None if empty else path
+
+
+def externals(s: StageSpec, params: Params) -> list[str]:
+    """The stage's outside inputs as paths (:func:`resolve_external`), switched-off ones left out."""
+    return [p for t in s.external if (p := resolve_external(t, params)) is not None]
+
+
 def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
     """The ``dvc.yaml`` entry of one stage (no stage code imported); ``params`` resolves the
     ``models`` entries its sections name."""
     writes = [catalog.entry(w) for w in s.writes]
-    out_paths = [e.path for e in writes if getattr(e, "kind", "table") not in ("plot", "journal")]
+    out_paths = [e.path for e in writes if getattr(e, "kind", "table") != "plot" and not e.local]
     outs: list[Any] = []
     plots: list[Any] = []
     for e in writes:
         kind = getattr(e, "kind", "table")
-        if kind == "journal" or _inside(e.path, out_paths):
-            continue  # not a DVC output / covered by a folder output (DVC refuses overlaps)
+        if e.local or _inside(e.path, out_paths):
+            continue  # not a DVC output (a local cache, the journal) / covered by a folder output (DVC refuses overlaps)
         if kind == "plot":
             opts = {**({} if e.cache else {"cache": False}), **getattr(e, "plot", {})}
             plots.append({e.path: opts} if opts else e.path)
@@ -48,10 +78,10 @@ def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
         else:
             outs.append(e.path)
     outs.append({details_path(s.name): {"cache": False}})  # the full metrics, in git
-    inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes]
+    inputs = [catalog.entry(r).path for r in s.reads if r not in s.writes and not catalog.is_local(r)]
     entry: dict[str, Any] = {
         "cmd": f"gavil stage {s.name}",
-        "deps": [*code_deps(s), *inputs, *s.external],
+        "deps": [*code_deps(s), *inputs, *externals(s, params)],
         "params": s.param_keys(params),
         "outs": outs,
         "metrics": [{s.metrics: {"cache": False}}],
@@ -70,6 +100,21 @@ def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
     return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
+def refresh_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: str | os.PathLike = "params.yaml") -> bool:
+    """Rewrite ``path`` (if it exists) when ``params`` makes it differ; returns whether it was rewritten."""
+    from gavil.io import atomic_path
+
+    p = Path(path)
+    if not p.is_file():
+        return False
+    new = dvc_yaml(params)
+    if p.read_text(encoding="utf-8") == new:
+        return False
+    with atomic_path(p, ".yaml") as tmp:
+        tmp.write_text(new, encoding="utf-8")
+    return True
+
+
 def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | os.PathLike = "params.yaml") -> Path:
     """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
@@ -79,15 +124,34 @@ def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | 
 
 def check_stage_params(name: str, params: Params, path: str | os.PathLike = "dvc.yaml") -> None:
     """Refuse to run stage ``name`` when ``dvc.yaml`` (if there is one) does not list exactly the
-    params it reads under ``params`` (a ``models`` reference changed since it was generated).
+    params it reads under ``params`` (a ``models`` reference changed since it was generated), or not
+    exactly the outside inputs ``params`` names (``ingest.path``, ``crawl.local_dir``, the release).
 
     Raises:
-        ParamsError: one line naming a key and the fix (``gavil dvc-yaml --write``).
+        ParamsError: one line naming a key or path and the fix (``gavil dvc-yaml --write``).
     """
     p = Path(path)
     if not p.is_file():
         return
-    listed = (yaml.safe_load(p.read_text()) or {}).get("stages", {}).get(name, {}).get("params", [])
+    stage = (yaml.safe_load(p.read_text()) or {}).get("stages", {}).get(name, {})
+    s = spec(name)
+    known = {*code_deps(s), *(catalog.entry(r).path for r in s.reads if r not in s.writes and not catalog.is_local(r))}
+    listed_ext = [d for d in stage.get("deps", []) if d not in known]  # what dvc.yaml lists as outside inputs
+    want_ext = externals(s, params)
+    if sorted(listed_ext) != sorted(want_ext):
+        gone = [d for d in listed_ext if d not in want_ext]
+        new = [d for d in want_ext if d not in listed_ext]
+        if gone and new:
+            what = f"lists {gone[0]!r} as an input of stage {name} where params.yaml names {new[0]!r}"
+        elif gone:
+            what = f"lists {gone[0]!r} as an input of stage {name}, which params.yaml no longer names"
+        else:
+            what = f"does not list {new[0]!r}, an input of stage {name} in params.yaml"
+        raise ParamsError(
+            f"{p} {what}: run `gavil dvc-yaml --write` (`gavil params set` does it for you), "
+            "so DVC tracks the inputs the stage reads"
+        )
+    listed = stage.get("params", [])
     want = spec(name).param_keys(params)
     missing, extra = [k for k in want if k not in listed], [k for k in listed if k not in want]
     if missing or extra:

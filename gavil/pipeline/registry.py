@@ -125,7 +125,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "adversarial_filter",
-        reads=("swow_instances", "embeddings", "edges", "ocr", "image_store"),
+        reads=("swow_instances", "edges", "ocr", "image_store", *catalog.EMBEDDING_CACHES),
         writes=("af_instances", "af_replacements", "af_iterations", "af_embeddings", "plot_af"),
         params=("adversarial_filter",),  # with its text_model and rival_model entries
     ),
@@ -133,7 +133,7 @@ STAGES: tuple[StageSpec, ...] = (
         "import_annotations",
         writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
         params=("annotations", "profanity", "game.store_dir"),
-        # the game's store folder: new game data re-runs the import (README "Collecting annotations")
+        # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
     StageSpec(
@@ -152,7 +152,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "aflite",
-        reads=("selection", "instances", "ocr", "image_store"),
+        reads=("selection", "instances", "ocr", "image_store", *catalog.EMBEDDING_CACHES),
         writes=("aflite", "aflite_phases", "aflite_embeddings", "aflite_debiased", "plot_aflite"),
         params=("aflite",),  # with its model's entry (its numerics change the embeddings)
     ),
@@ -179,7 +179,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "evaluate",
-        reads=("selection", "ocr", "image_store", "embeddings"),
+        reads=("selection", "ocr", "image_store", *catalog.EMBEDDING_CACHES),
         writes=(
             "predictions",
             "evaluation",
@@ -222,8 +222,9 @@ def spec(name: str) -> StageSpec:
 
 
 def upstream(s: StageSpec) -> list[str]:
-    """Names of the stages whose outputs ``s`` reads (the DAG edges)."""
-    return [o.name for o in STAGES if o is not s and set(o.writes) & set(s.reads)]
+    """Names of the stages whose outputs ``s`` reads (the DAG edges; a local cache is no edge)."""
+    reads = {r for r in s.reads if not catalog.is_local(r)}
+    return [o.name for o in STAGES if o is not s and set(o.writes) & reads]
 
 
 def downstream(names: Iterable[str]) -> list[str]:

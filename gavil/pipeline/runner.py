@@ -31,10 +31,18 @@ def _module(name: str) -> Any:
 
 @contextmanager
 def _running(name: str) -> Iterator[None]:
+    """The stage's catalog access, and its heartbeat: a line at least every 10 s however long a step
+    takes and however loaded the machine (:class:`gavil.progress.Heartbeat`; nothing in a short stage)."""
+    from gavil.progress import Heartbeat, active
+
     s = spec(name)
     producers = {w: o.name for o in STAGES for w in o.writes}
     with catalog.stage_access(name, s.reads, s.writes, producers):
-        yield
+        if active() is not None:  # a stage run inside another's (tests): one heartbeat
+            yield
+            return
+        with Heartbeat(name):
+            yield
 
 
 def _timed(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -8,8 +8,8 @@ exponential back-off on connection errors, timeouts, 429 and 5xx, honouring ``Re
 ``max_retry_after_s``; at most ``max_redirects`` redirects, each hop checked; image bodies above
 ``max_bytes`` and search pages above ``max_page_bytes`` refused; a ``User-Agent`` naming the
 crawler. Opt-outs (``respect_robots``; false switches off both): robots.txt
-(:mod:`stages.crawl_images.robots`) of every hop's origin, and ``X-Robots-Tag: noai`` /
-``noimageai`` on any hop's response, make a candidate ``opted_out``.
+(:mod:`stages.crawl_images.robots`) of every hop's origin, and an ``X-Robots-Tag`` opt-out (``noai``,
+``noimageai``, ``noindex``, ``noimageindex``, ``none``) on any hop's response, make a candidate ``opted_out``.
 """
 
 from __future__ import annotations

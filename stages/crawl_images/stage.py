@@ -9,6 +9,7 @@ Reads catalog ``concept_filter``; writes ``candidates`` and ``images`` (tables),
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,6 +132,24 @@ def _settled_search(cfg: CrawlConfig, rec: dict | None) -> bool:
     return rec is not None and not rec.get("transient") and rec.get("check") == cfg.search_check
 
 
+def no_image_warning(images: pd.DataFrame, source: str) -> str | None:
+    """One line when concepts were crawled but none got an image, saying how they failed and, when
+    every search failed, that the search engine was never reached (an offline machine); else None."""
+    if images.empty or (images["status"] == "ok").any():
+        return None
+    counts = images["status"].value_counts()
+    top, n = str(counts.index[0]), int(counts.iloc[0])
+    example = images.loc[images["status"] == top, "reason"].dropna()
+    why = f" ({example.iloc[0]})" if len(example) else ""
+    line = f"crawl_images: WARNING: none of {len(images)} concept(s) got an image from crawl.source {source}: {n} {top}{why}"
+    if top in ("search_failed", "download_failed") and n == len(images):
+        line += (
+            "; no request reached the web: is this machine offline? Offline, set crawl.source: local and "
+            "crawl.local_dir to a folder of <concept>.<ext> images (docs/your-own-benchmark.md)"
+        )
+    return line
+
+
 def reduce(params: Params, results: list[dict[str, int]]) -> dict[str, Any]:
     """Register all partitions' journaled results into the ``candidates`` and ``images`` tables;
     compact the journal. Returns the metrics (the runner writes them): source, concepts,
@@ -151,6 +170,9 @@ def reduce(params: Params, results: list[dict[str, int]]) -> dict[str, Any]:
         f"crawl_images: {fetched} HTTP download(s) this run, {len(cand_df)} candidates, {int((images['status'] == 'ok').sum())} concepts with an image",
         flush=True,
     )
+    warning = no_image_warning(images, cfg.source)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     return {
         "source": cfg.source,
         "concepts": len(images),

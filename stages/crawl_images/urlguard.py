@@ -1,6 +1,6 @@
 """The URL guard: which URLs the crawler may fetch, parsed once and resolved once.
 
-Policy (README "Crawl: URL and robots policy"):
+Policy (docs/crawl-policy.md):
 
 - **One parser.** A URL is parsed with urllib3's :func:`urllib3.util.parse_url`, the parser of the
   HTTP client that fetches it, and the parsed object is what is fetched (never re-parsed).

@@ -30,8 +30,9 @@ Policy (params ``crawl.*``):
   ``grey_std >= crawl.phash_min_std``: the hash of a flat, single-colour image is the same for
   every colour, so it cannot tell such images apart (sha256 duplicates still count).
 
-Concept names are checked before they name a file; ``X-Robots-Tag: noai`` / ``noimageai`` make a
-candidate ``opted_out``.
+Concept names are checked before they name a file; an ``X-Robots-Tag`` opt-out (``noai``,
+``noimageai``, ``noindex``, ``noimageindex`` or ``none``: img2dataset's default list, plus ``none``,
+which means ``noindex, nofollow``) makes a candidate ``opted_out``, its reason naming the directive.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ from PIL import Image, UnidentifiedImageError
 
 from stages.crawl_images.jpegscan import dc_stream
 
-_NOAI = {"noai", "noimageai"}
+#: ``X-Robots-Tag`` directives that opt an image out of a dataset crawl (img2dataset's default
+#: ``--disallowed_header_directives`` list; ``none`` = ``noindex, nofollow``).
+OPT_OUT_DIRECTIVES = frozenset({"noai", "noimageai", "noindex", "noimageindex", "none"})
 #: The hash is computed from the image scaled down by the largest of 8, 4, 2, 1 that leaves at
 #: least this many pixels on each side (JPEG: draft mode; others: ``Image.reduce``).
 HASH_SOURCE_SIDE = 64
@@ -317,14 +320,15 @@ def safe_concept_name(concept: str) -> bool:
 
 
 def opted_out(x_robots_tag: str | None) -> str | None:
-    """The ``noai``/``noimageai`` directive in an ``X-Robots-Tag`` header value, or None.
+    """The first opt-out directive (:data:`OPT_OUT_DIRECTIVES`) in an ``X-Robots-Tag`` header value, or None.
 
-    Directives may be scoped to a user agent (``"otherbot: noai"``); any scope counts.
+    Directives are compared case-insensitively; they may be scoped to a user agent
+    (``"otherbot: noindex"``): any scope counts.
     """
     if not x_robots_tag:
         return None
     for part in x_robots_tag.lower().replace(";", ",").split(","):
         token = part.rsplit(":", 1)[-1].strip()
-        if token in _NOAI:
+        if token in OPT_OUT_DIRECTIVES:
             return token
     return None

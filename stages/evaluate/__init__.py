@@ -38,7 +38,7 @@ from gavil.io import atomic_path
 from gavil.models.embeddings import Cache, score_instances
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
-from gavil.progress import Heartbeat, step
+from gavil.progress import step
 from schemas.evaluate import EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
 from stages.evaluate import paired, paper
@@ -277,10 +277,9 @@ def run(params: Params) -> Metrics:
     """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots.
 
     Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
-    check (computed vs published), embeddings used. Prints the step it is in at least every 10 s
-    (:class:`gavil.progress.Heartbeat`)."""
-    with Heartbeat("evaluate"):
-        return _run(params)
+    check (computed vs published), embeddings used. Names each step for the stage's heartbeat (a line at
+    least every 10 s: :class:`gavil.progress.Heartbeat`, which the runner starts)."""
+    return _run(params)
 
 
 def _run(params: Params) -> Metrics:
@@ -290,7 +289,7 @@ def _run(params: Params) -> Metrics:
     selection = catalog.read_table("selection")
     inst = benchmark_instances(selection)
     images = accepted_images(catalog.read_table("ocr"))
-    cache = Cache([str(catalog.path("embeddings"))], str(catalog.path("eval_embeddings", "write")))
+    cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("eval_embeddings", "write"))
     frames, status, shas = [], {}, {}
     rand = np.array(
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float

@@ -151,12 +151,13 @@ def _train(
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     d = x.shape[1]
+    # float64: the result is a function of the data and the seed, not of the CPU's kernels or thread count
     net = torch.nn.Sequential(
         torch.nn.LayerNorm(d), torch.nn.Linear(d, d // 4), torch.nn.ReLU(), torch.nn.Linear(d // 4, 1)
-    )
+    ).double()
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     loss_fn = torch.nn.BCEWithLogitsLoss()
-    xt, yt = torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y.astype(np.float32))
+    xt, yt = torch.from_numpy(x.astype(np.float64)), torch.from_numpy(y.astype(np.float64))
     gen = torch.Generator().manual_seed(seed)
     net.train()
     for _ in range(epochs):
@@ -171,7 +172,7 @@ def _train(
 
     def score(z: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return net(torch.from_numpy(z.astype(np.float32))).squeeze(1).numpy()
+            return net(torch.from_numpy(z.astype(np.float64))).squeeze(1).numpy()
 
     return score
 

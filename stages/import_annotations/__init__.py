@@ -1,6 +1,6 @@
 """Stage 7, ``import_annotations``: human annotations into instances, solves and rejects.
 
-Inputs (README "Annotation formats"):
+Inputs (docs/annotations.md "Released files and new batches"):
 
 - **Released WinoGAViL files** (``annotations.release_files`` under ``release_dir``):
   ``game_5_6.csv``/``game_10_12.csv`` (CRLF, whole floats as ``1``), ``swow.csv``, or
@@ -13,7 +13,7 @@ Inputs (README "Annotation formats"):
   Answer.*``) mapped by ``annotations.crowd.columns``. ``instance_id`` is unique across batches.
 - **The collection game's store** (``<game.store_dir>/game.sqlite``, ``gavil game``): its
   creations after every batch's creations, its solves after every batch's solves, through the
-  same raw-record rules below (README "Collecting annotations").
+  same raw-record rules below (docs/game.md).
 
 A raw creation is accepted when: N in {5, 6, 10, 12} distinct candidates; the cue is a single
 token longer than one character; K = len(associations) is within the game's limits for N

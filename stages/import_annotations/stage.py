@@ -134,7 +134,7 @@ def import_all(
         "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
         "instances": {f"{o}/{d}": int(n) for (o, d), n in by_origin},
         "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
-        # allowed on purpose (README "Annotations"): the game shows images, not names
+        # allowed on purpose (docs/annotations.md "Integrity rules"): the game shows images, not names
         "instances_cue_names_a_candidate": int(
             sum(normalize_name(c) in {normalize_name(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
         ),
@@ -159,7 +159,7 @@ class AnnotatorKeyChanged(GavilError):
 
 
 def check_annotator_key(fingerprint: str, expected: str | None, previous: str | None, hashes_ids: bool) -> None:
-    """Refuse to hash ids under a key other than the intended one (README "Annotator ids").
+    """Refuse to hash ids under a key other than the intended one (docs/annotations.md "Annotator ids and the key").
 
     Args:
         fingerprint: :func:`gavil.domain.privacy.key_fingerprint` of the key in use now.

@@ -1,6 +1,6 @@
 """Stage 1, ``ingest_concepts``: SWOW association norms -> concepts + cue->response edges.
 
-Reads the three real input formats (README "Using your own data"):
+Reads the three real input formats (docs/data.md):
 
 - ``SWOW-EN.R100.csv`` (R ``write.csv``): quoted strings, unquoted ``NA`` for missing, the
   tokens "Unknown word" / "No more responses" (not responses). Counts R1 and R123 per

@@ -56,8 +56,20 @@ def reject_bad_names(
     return edges[~bad].reset_index(drop=True), kept_c, rej.astype(object)
 
 
-def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] | None = None) -> IngestResult:
+def build_tables(
+    edges: pd.DataFrame,
+    source_format: str,
+    candidates: list[str] | None = None,
+    concepts_from: str = "cues",
+    min_response_count: int = 1,
+) -> IngestResult:
     """Rank edges per cue and derive the concepts table (pure: frames in, frames out).
+
+    Which words become concepts (each gets an image, and may be a candidate or an association):
+    the cues (the paper's corpus of SWOW concepts, §2.1), the release's image candidates when the
+    input names them, and with ``concepts_from="cues_and_responses"`` every response some cue gave at
+    least ``min_response_count`` times (R123 count, else R1 count, else 1 where the file has no counts),
+    so a small file whose responses are not cues themselves still yields SWOW-baseline instances.
 
     Args:
         edges: cue, response, r1_count, r123_count, r1_strength, r123_strength. Within a cue, equal
@@ -65,6 +77,8 @@ def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] 
             order for the release), so the ranks never depend on the file's row order.
         source_format: one of :data:`FORMATS`.
         candidates: image concepts named by the input (release format), or None.
+        concepts_from: ``cues`` or ``cues_and_responses`` (``ingest.concepts``).
+        min_response_count: ``ingest.min_response_count``.
 
     Returns:
         :class:`IngestResult` with frames valid under :class:`schemas.ingest.Concepts`
@@ -83,7 +97,12 @@ def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] 
     e = e.drop(columns="_order").reset_index(drop=True)
     cues = e["cue"].drop_duplicates()
     cand = list(candidates or [])
-    names = pd.Index(cues).append(pd.Index(cand)).drop_duplicates()
+    names = pd.Index(cues).append(pd.Index(cand))
+    if concepts_from == "cues_and_responses":
+        counts = e["r123_count"].fillna(e["r1_count"]).fillna(1)
+        strong = e.loc[counts.astype(int) >= min_response_count, "response"]
+        names = names.append(pd.Index(strong))
+    names = names.drop_duplicates()
     n_resp = e.groupby("cue")["response"].nunique()
     n_cues = e.groupby("response")["cue"].nunique()
     concepts = pd.DataFrame({"concept": names})
@@ -103,7 +122,13 @@ def build_tables(edges: pd.DataFrame, source_format: str, candidates: list[str] 
     return IngestResult(concepts, e[list(Edges.to_schema().columns)], metrics)
 
 
-def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> IngestResult:
+def ingest(
+    path: str | Path,
+    fmt: str = "auto",
+    lowercase: bool = True,
+    concepts_from: str = "cues",
+    min_response_count: int = 1,
+) -> IngestResult:
     """Read a SWOW file in any supported format and build the concepts and edges tables.
 
     Names are stored normalised (:func:`stages.ingest_concepts.formats.name_form`). Metrics add
@@ -143,7 +168,7 @@ def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> Inges
             else ""
         )
         raise SwowFormatError(path, None, None, f"no cue has a valid response ({dropped} cues, all dropped){why}")
-    result = build_tables(edges, fmt, candidates)
+    result = build_tables(edges, fmt, candidates, concepts_from, min_response_count)
     result = IngestResult(result.concepts, result.edges, result.metrics, rejects)
     result.metrics.update(read.stats)
     result.metrics["rejected_names"] = {
@@ -158,7 +183,7 @@ def ingest(path: str | Path, fmt: str = "auto", lowercase: bool = True) -> Inges
 def run(params: Params) -> dict[str, Any]:
     """Stage entry point (used by ``gavil stage`` and the Prefect flow): params in, tables out."""
     p = params.ingest
-    result = ingest(p.path, p.format, p.lowercase)
+    result = ingest(p.path, p.format, p.lowercase, p.concepts, p.min_response_count)
     catalog.write_table(result.edges, "edges")
     catalog.write_table(result.concepts, "concepts")
     rejects = result.rejects if result.rejects is not None else pd.DataFrame(columns=["cue", "response", "reason"])
