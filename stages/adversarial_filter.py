@@ -66,13 +66,26 @@ class JudgeReport(TypedDict):
     last: JudgeScore
 
 
+class HeldOutReport(TypedDict):
+    """One judge retrained on the instances outside the report set and scored on the report set, on the
+    original distractors (``before``) and on AF's (``after``): nothing about these instances or these
+    fits took part in choosing when AF stopped."""
+
+    family: str
+    before: JudgeScore
+    after: JudgeScore
+
+
 class Stop(TypedDict):
     """Why AF ended: ``judges_at_chance``, ``patience`` (the ensemble phase replaced nothing for
-    ``patience`` iterations) or ``budget`` (every iteration ran); ``iterations`` run; each judge."""
+    ``patience`` iterations) or ``budget`` (every iteration ran); ``iterations`` run; each judge as
+    the stopping rule saw it (``judges``) and on the held-out report instances (``report``)."""
 
     reason: str
     iterations: int
     judges: dict[str, JudgeReport]
+    report: dict[str, HeldOutReport]
+    report_instances: int
 
 
 class Metrics(TypedDict):
@@ -169,8 +182,14 @@ def adversarial_filter(
         when AF ended and each judge's first / last held-out scores.
     """
     n = len(ids)
+    original = [a.copy() for a in assigned]
     assigned = [a.copy() for a in assigned]
     n_test = max(1, round(p.test_fraction * n))
+    # the report set: seeded, fixed for the run, never part of a stopping split (judges see only the rest)
+    n_report = round(p.report_fraction * n) if judges and n >= 4 else 0
+    report = np.sort(np.random.default_rng([p.seed, 0]).permutation(n)[:n_report])
+    in_report = np.zeros(n, dtype=bool)
+    in_report[report] = True
     reps: list[dict[str, Any]] = []
     iters: list[dict[str, Any]] = []
     plan = [("cheap", p.cheap_iterations), ("ensemble", p.ensemble_iterations)]
@@ -191,7 +210,9 @@ def adversarial_filter(
             rng, test, train = split(it)
             verdict: dict[str, JudgeScore] = {}
             if judges and (it - 1) % p.judge_every == 0:
-                verdict = judge(judges, positives, assigned, train, test, p.seed + it)
+                verdict = judge(
+                    judges, positives, assigned, train[~in_report[train]], test[~in_report[test]], p.seed + it
+                )
                 first, last = first or verdict, verdict
                 if at_chance(verdict, p.chance_tolerance):
                     reason = "judges_at_chance"
@@ -285,14 +306,26 @@ def adversarial_filter(
             break
     if judges and reason != "judges_at_chance":  # the final assignment, on a split no iteration used
         _, test, train = split(it + 1)
-        last = judge(judges, positives, assigned, train, test, p.seed + it + 1)
+        last = judge(judges, positives, assigned, train[~in_report[train]], test[~in_report[test]], p.seed + it + 1)
         first = first or last
+    held: dict[str, HeldOutReport] = {}
+    if n_report:
+        rest = np.flatnonzero(~in_report)
+        before = judge(judges, positives, original, rest, report, p.seed + 1_000_003)
+        after = judge(judges, positives, assigned, rest, report, p.seed + 1_000_003)
+        held = {
+            j.name: {"family": j.family, "before": before[j.name], "after": after[j.name]}
+            for j in judges
+            if j.name in after
+        }
     stop: Stop = {
         "reason": reason,
         "iterations": len(iters),
         "judges": {
             j.name: {"family": j.family, "first": first[j.name], "last": last[j.name]} for j in judges if j.name in last
         },
+        "report": held,
+        "report_instances": n_report,
     }
     return assigned, reps, iters, stop
 
@@ -401,7 +434,7 @@ def run(params: Params) -> Metrics:
     final = [list(o) for o in orig]
     reps: list[dict[str, Any]] = []
     iters: list[dict[str, Any]] = []
-    stop: Stop = {"reason": "not_run", "iterations": 0, "judges": {}}
+    stop: Stop = {"reason": "not_run", "iterations": 0, "judges": {}, "report": {}, "report_instances": 0}
     judge_status: dict[str, str] = {}
     if members:
         sel = np.flatnonzero(ok)
@@ -485,6 +518,19 @@ def run(params: Params) -> Metrics:
                     "chance_accuracy": r4(v["last"]["chance_accuracy"]),
                 }
                 for k, v in stop["judges"].items()
+            },
+            # the figure to quote: judges retrained without, and scored on, instances no stopping decision saw
+            "held_out_report": {
+                "instances": stop["report_instances"],
+                "judges": {
+                    k: {
+                        "family": v["family"],
+                        **{f"{w}_{m}": r4(v[w][m]) for w in ("before", "after") for m in ("jaccard", "accuracy")},
+                        "chance_jaccard": r4(v["after"]["chance_jaccard"]),
+                        "chance_accuracy": r4(v["after"]["chance_accuracy"]),
+                    }
+                    for k, v in stop["report"].items()
+                },
             },
         },
     }

@@ -8,7 +8,9 @@
   reference): for each cue, associations = its strongest SWOW responses (edge ``rank``) that
   have an accepted image and at least ``instances.swow.min_r123_count`` R123 responses when
   counts are known, up to ``max_associations`` (K in 2..4); distractors = accepted concepts
-  that are never responses of the cue; N = 5 or 6 in total; candidates shuffled. Each cue
+  that are linked to the cue in neither SWOW direction (never a response of the cue, and the cue
+  never a response of theirs: paper §3.1, "distractors that are not associated with the cue in the
+  SWOW graph"); N = 5 or 6 in total; candidates shuffled. Each cue
   uses its own RNG seeded from (seed, cue), so adding cues never changes existing instances.
 - **Concreteness** (reference: every released SWOW association and distractor has a Brysbaert
   rating >= 4.03; cues are not filtered): with ``instances.swow.min_concreteness`` set (default
@@ -135,6 +137,8 @@ def swow_instances(
             dropped_of.setdefault(cue, []).append(f"{resp}: {fate[resp][2]}")
     # cast: pandas-stubs types to_dict() keys as Hashable; these are the cue column's str values
     responses_of = cast(dict[str, list[str]], e.groupby("cue", sort=False)["response"].agg(list).to_dict())
+    # words that gave the cue as a response (the other SWOW direction): linked to the cue, never distractors
+    cues_giving = cast(dict[str, list[str]], e.groupby("response", sort=False)["cue"].agg(list).to_dict())
     rows = []
     for cue in sorted(responses_of):
         base = {
@@ -164,9 +168,8 @@ def swow_instances(
         rng = _cue_rng(seed, cue)
         n = int(rng.choice([5, 6]))
         n = max(n, len(assoc) + 1)
-        skipped = sorted(
-            {where[r] for r in [*responses_of[cue], cue] if r in where}
-        )  # pool positions that are not distractors
+        linked = [*responses_of[cue], *cues_giving.get(cue, []), cue]  # either SWOW direction
+        skipped = sorted({where[r] for r in linked if r in where})  # pool positions that are not distractors
         available = len(pool_sorted) - len(skipped)
         if available < n - len(assoc):
             rows.append(

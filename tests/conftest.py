@@ -47,6 +47,15 @@ def sample_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpro
     return build_sample(tmp_path_factory.mktemp("sample-build") / "proj")
 
 
+@pytest.fixture(scope="session")
+def export_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample release with the README's images, built up to ``export`` (:func:`tests.helpers.build_export`),
+    once per session and shared: read it only."""
+    from tests.helpers import build_export
+
+    return build_export(tmp_path_factory.mktemp("export-build") / "proj")
+
+
 @pytest.fixture
 def sample_copy(sample_build: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> Path:
     """A private copy of the built sample project (git, DVC cache and outputs included), this test's alone."""

@@ -98,6 +98,38 @@ def mini_project(dest: Path, images: list[str]) -> Path:
     return dest
 
 
+#: The sample images the README's examples need: the two release candidate sets the emoji complete
+#: (sandwich ... meat, satellite ... troll) and the photos of the worked annotation batch.
+README_IMAGES = ["sandwich", "crutch", "spaghetti", "woman", "meat", "satellite", "beach", "lotion", "clothes"]
+README_IMAGES += ["troll", "rocket", "cat", "moon", "coffee", "brick", "horse", "grass", "stone", "clock", "eye"]
+#: The stages of :func:`build_export`: up to ``export``, without the models.
+EXPORT_STAGES = ["ingest_concepts", "filter_profanity", "crawl_images", "ocr_filter", "import_annotations"]
+EXPORT_STAGES += ["select_instances", "export"]
+
+
+def run_stages(project: Path, names: list[str]) -> dict:
+    """``names`` in order, in ``project`` (what ``dvc repro`` runs for them); the last one's metrics."""
+    from gavil.pipeline.runner import run_stage
+
+    before = Path.cwd()
+    os.chdir(project)
+    try:
+        return [run_stage(name, "params.yaml") for name in names][-1]
+    finally:
+        os.chdir(before)
+
+
+def build_export(dest: Path) -> Path:
+    """The sample project with the release and :data:`README_IMAGES` after every stage up to ``export``:
+    what the README's first command leaves for the export's readers (8 instances in the Hugging Face
+    dataset). Built once per session (``conftest.export_build``); read it only."""
+    project = mini_project(dest, README_IMAGES)
+    shutil.copytree(ROOT / "data/sample/raw_example", project / "data/sample/raw_example")
+    shutil.copytree(ROOT / "data/ledger", project / "data/ledger")
+    run_stages(project, EXPORT_STAGES)
+    return project
+
+
 #: The sample images of the built sample project (the tests' `dvc repro` on the release).
 MINI_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page"]
 

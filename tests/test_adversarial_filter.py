@@ -196,6 +196,39 @@ def test_planted_length_artifact_ends_near_chance_through_the_stage(tmp_path, mo
     assert abs(after["length_accuracy"] - after["length_accuracy_chance"]) <= 5
     assert abs(after["k_shortest_jaccard"] - after["jaccard_chance"]) <= 5
     assert after["long_distractors_percent"] < 15
+    # the figure to quote: judges retrained without, and scored on, the 40 instances no stopping split held
+    report = m["stop"]["held_out_report"]
+    assert report["instances"] == 40 and set(report["judges"]) == {"length", "k_shortest", "surface"}
+    k = report["judges"]["k_shortest"]
+    assert k["before_jaccard"] > k["chance_jaccard"] + 0.3 and abs(k["after_jaccard"] - k["chance_jaccard"]) <= 0.1
+
+
+def test_no_stopping_decision_sees_the_report_instances(monkeypatch):
+    """Every split the stopping judges train or test on leaves the report set out; the report is the
+    judges on exactly that set, before and after."""
+    import stages.adversarial_filter as af
+    from gavil.models.judges import k_shortest_judge
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = af.judge
+
+    def spy(judges, positives, assigned, train, test, seed):
+        seen.append((np.asarray(train), np.asarray(test)))
+        return real(judges, positives, assigned, train, test, seed)
+
+    monkeypatch.setattr(af, "judge", spy)
+    ids, positives, assigned, pools, member, _ = planted(n_inst=80, n_concepts=800)
+    p = P.model_copy(update={"judge_every": 1, "report_fraction": 0.25, "chance_tolerance": 0.0, "cheap_iterations": 3})
+    p = p.model_copy(update={"ensemble_iterations": 0})
+    names = [str(i) * (1 + i % 3) for i in range(800)]
+    _, _, _, stop = af.adversarial_filter(
+        ids, positives, assigned, pools, [member], p, judges=[k_shortest_judge(names)]
+    )
+    report = set(np.sort(np.random.default_rng([p.seed, 0]).permutation(len(ids))[: stop["report_instances"]]).tolist())
+    assert stop["report_instances"] == round(0.25 * len(ids)) and len(seen) >= 3
+    stopping, (report_train, report_test) = seen[:-2], seen[-2]
+    assert all(not (set(tr.tolist()) | set(te.tolist())) & report for tr, te in stopping)
+    assert set(report_test.tolist()) == report and not set(report_train.tolist()) & report
 
 
 def test_a_judge_of_the_adversarys_family_is_refused():

@@ -41,10 +41,24 @@ def blocks() -> list[tuple[str, int, str, str]]:
     return out
 
 
+def _uncomment(line: str) -> str:
+    """``line`` without its trailing ``# comment`` (a ``#`` after a blank, outside quotes), as bash reads it."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
+            return line[:i].rstrip()
+    return line.rstrip()
+
+
 def _commands(text: str) -> list[str]:
-    """The block's commands: lines that are not blank or comments, continuation lines joined."""
+    """The block's commands: lines that are not blank or comments, continuation lines joined, trailing
+    comments left out."""
     joined = re.sub(r"\\\n\s*", " ", text)
-    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [c for line in joined.splitlines() if (c := _uncomment(line.strip()))]
 
 
 # ------------------------------------------------------------------ blocks other tests run verbatim
@@ -196,11 +210,18 @@ def _run_with_servers(text: str, cwd: Path, env: dict[str, str]) -> list[str]:
     [(p, i, lang, t) for p, i, lang, t in blocks() if _kind(p, lang, t) == "sample"],
     ids=lambda v: v if isinstance(v, (str, int)) and not str(v).count("\n") else None,
 )
-def test_every_shell_and_python_block_runs_in_the_sample_project(page, index, lang, text, sample_copy, tmp_path):
+def test_every_shell_and_python_block_runs_in_the_sample_project(page, index, lang, text, request, tmp_path):
     """Word for word, in a private copy of the built sample project (git, DVC cache and outputs): what a
-    reader who ran the first set-up command has. A YAML block just above it on the same page (the edit
-    it follows) is applied first."""
+    reader who ran the first set-up command has (a block that reads the export's dataset gets the
+    sample built with the README's images, whose dataset has instances). A YAML block just above it on
+    the same page (the edit it follows) is applied first."""
+    import shutil
+
     env = _env(tmp_path)
+    if "data/export/dataset" in text:
+        sample_copy = shutil.copytree(request.getfixturevalue("export_build"), tmp_path / "proj")
+    else:
+        sample_copy = request.getfixturevalue("sample_copy")
     before = [t for p, i, lang_, t in blocks() if p == page and i == index - 1 and lang_ == "yaml"]
     if before:
         params = sample_copy / "params.yaml"

@@ -27,7 +27,7 @@ from PIL import Image
 from gavil.pipeline import catalog
 from gavil.pipeline.runner import run_stage
 from stages.select_instances import content_fingerprint
-from tests.helpers import IMAGES, ROOT
+from tests.helpers import IMAGES, ROOT, run_stages
 
 datasets = pytest.importorskip("datasets", reason="the `test` extra installs datasets (pip install -e '.[test]')")
 
@@ -313,13 +313,6 @@ def test_an_empty_benchmark_exports_empty_counted_files(in_tmp, empty):
 
 # --- The README's lines, verbatim, on a project built from the sample by the real stages ---------------
 
-#: The sample images the README's examples need: the two release candidate sets the emoji complete
-#: (sandwich ... meat, satellite ... troll) and the photos of the worked annotation batch.
-README_IMAGES = ["sandwich", "crutch", "spaghetti", "woman", "meat", "satellite", "beach", "lotion", "clothes"]
-README_IMAGES += ["troll", "rocket", "cat", "moon", "coffee", "brick", "horse", "grass", "stone", "clock", "eye"]
-STAGES = ["ingest_concepts", "filter_profanity", "crawl_images", "ocr_filter", "import_annotations"]
-STAGES += ["select_instances", "export"]
-
 
 def _readme_block(lang: str, marker: str) -> str:
     blocks = re.findall(rf"```{lang}\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
@@ -328,60 +321,38 @@ def _readme_block(lang: str, marker: str) -> str:
     return found[0]
 
 
-def _run_stages(project: Path, names: list[str]) -> dict:
-    """``names`` in order, in ``project`` (what ``dvc repro`` runs for them); the last one's metrics."""
-    before = Path.cwd()
-    os.chdir(project)
-    try:
-        return [run_stage(name, "params.yaml") for name in names][-1]
-    finally:
-        os.chdir(before)
-
-
-@pytest.fixture(scope="module")
-def readme_project(tmp_path_factory) -> Path:
-    """The sample project (release + :data:`README_IMAGES`) after every stage up to ``export``."""
-    from tests.helpers import mini_project
-
-    project = mini_project(tmp_path_factory.mktemp("readme") / "proj", README_IMAGES)
-    shutil.copytree(ROOT / "data/sample/raw_example", project / "data/sample/raw_example")
-    shutil.copytree(ROOT / "data/ledger", project / "data/ledger")
-    _run_stages(project, STAGES)
-    return project
-
-
 def _clean_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the install's hook, no path tricks
     return env | {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
 
 
 @pytest.mark.slow
-def test_the_export_reproduces_the_release_files_byte_for_byte(readme_project):
+def test_the_export_reproduces_the_release_files_byte_for_byte(export_build):
     """benchmark.csv and the three split files, built by the real stages from the sample release."""
     pairs = [
         ("benchmark.csv", "winogavil_dataset.csv"),
         *((f, f) for f in ("game_5_6.csv", "game_10_12.csv", "swow.csv")),
     ]
     for ours, theirs in pairs:
-        built = (readme_project / "data/export" / ours).read_bytes()
-        assert built == (readme_project / "data/sample/winogavil" / theirs).read_bytes(), ours
+        built = (export_build / "data/export" / ours).read_bytes()
+        assert built == (export_build / "data/sample/winogavil" / theirs).read_bytes(), ours
 
 
 @pytest.mark.slow
-def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(readme_project, tmp_path):
+def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(export_build, tmp_path):
     """The README's Python block, verbatim, in a fresh interpreter in the project folder, scores the 8
     release instances whose candidates all have a sample image; on every one it picks the same top-K as
     the project's scorer (``gavil.models.embeddings.score_instances``, what ``evaluate`` and
     ``score_candidates`` run) with the same random RN50 weights (both seed 0, as DataComp's
     ``create_model`` does): eval mode, the "A/An cue" prompt, normalised features, DataComp's top-K."""
-    metrics = json.loads((readme_project / "data/metrics/export.json").read_text())
+    metrics = json.loads((export_build / "data/metrics/export.json").read_text())
     assert metrics == {"hf_instances": 8, "instances": 3563}
-    ds = datasets.load_dataset(str(readme_project / "data/export/dataset"), split="test", cache_dir=str(tmp_path))
+    ds = datasets.load_dataset(str(export_build / "data/export/dataset"), split="test", cache_dir=str(tmp_path))
     assert ds["ID"] == [1331, 1332, 1333, 2643, 2644, 2645, 2646, 2647]
     code = _readme_block("python", 'load_dataset("data/export/dataset", split="test")')
     code += "\nimport json as _json\nprint(_json.dumps({str(k): v for k, v in picks.items()}))\n"
     r = subprocess.run(
-        [sys.executable, "-c", code], cwd=readme_project, env=_clean_env(tmp_path), capture_output=True, text=True
+        [sys.executable, "-c", code], cwd=export_build, env=_clean_env(tmp_path), capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary, picked = r.stdout.strip().splitlines()[-2:]
@@ -393,12 +364,12 @@ def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(readme_proj
     from schemas.ocr import accepted_images
 
     before = Path.cwd()
-    os.chdir(readme_project)
+    os.chdir(export_build)
     try:
         images = accepted_images(pd.read_parquet("data/ocr/ocr.parquet"))
     finally:
         os.chdir(before)
-    images = {c: (sha, str(readme_project / path)) for c, (sha, path) in images.items()}
+    images = {c: (sha, str(export_build / path)) for c, (sha, path) in images.items()}
     instances = pd.DataFrame(
         {"instance_id": [str(i) for i in ds["ID"]], "cue": ds["cue"], "candidates": ds["candidates"]}
         | {"associations": ds["associations"]}
@@ -411,15 +382,15 @@ def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(readme_proj
 
 
 @pytest.mark.slow
-def test_the_readme_example_batch_is_selected_as_the_readme_says(readme_project, tmp_path):
+def test_the_readme_example_batch_is_selected_as_the_readme_says(export_build, tmp_path):
     """The README's worked batch: copy it (its ``cp`` line, verbatim), run the stages ``dvc repro``
     re-runs for it, then the README's query: all three instances selected with IDs 3563-3565, and
     the numbers the README quotes (3,566 instances, 11 in the Hugging Face dataset)."""
-    project = shutil.copytree(readme_project, tmp_path / "proj")
+    project = shutil.copytree(export_build, tmp_path / "proj")
     cp_line, query_line = _readme_block("bash", "raw_example/batch-0001").strip().split("\n")
     assert cp_line.endswith(" && dvc repro")
     subprocess.run(["bash", "-c", cp_line.removesuffix(" && dvc repro")], cwd=project, check=True)
-    metrics = _run_stages(project, ["import_annotations", "select_instances", "export"])
+    metrics = run_stages(project, ["import_annotations", "select_instances", "export"])
     assert metrics["instances"] == 3566 and metrics["dataset_instances"] == 11
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # this venv's `gavil` command
     out = subprocess.run(["bash", "-c", query_line], cwd=project, env=os.environ | env, capture_output=True, text=True)

@@ -79,3 +79,26 @@ def test_distractors_cover_exactly_the_pool_minus_the_cues_responses():
         assert len(distractors) == row["num_candidates"] - 4 and len(row["candidates"]) == len(set(row["candidates"]))
         seen |= distractors
     assert seen == set(POOL) - set(responses) - {"rocket"}
+
+
+def test_a_word_linked_to_the_cue_in_either_swow_direction_is_never_a_distractor():
+    """``dial -> rope`` (R123 40) makes dial a neighbour of the cue rope even though rope never named
+    dial: over many seeds, no word that gave the cue as a response is drawn, every other concept is."""
+    pool = sorted([*POOL, "dial", "knot"])
+    e = edges(
+        [
+            ("rope", "knot", 40),
+            ("rope", "cat", 30),
+            ("dial", "rope", 40),  # the other direction
+            ("clock", "rope", 2),  # any count links them
+            ("knot", "moon", 20),
+        ]
+    )
+    seen: set[str] = set()
+    for seed in range(300):
+        rows = swow_instances(e, pool, profane=set(), seed=seed)[0].set_index("cue")
+        row = rows.loc["rope"]
+        assert row["status"] == "ok" and row["associations"] == ["knot", "cat"]
+        seen |= set(row["candidates"]) - set(row["associations"])
+    assert not seen & {"dial", "clock"}, seen & {"dial", "clock"}
+    assert seen == set(pool) - {"rope", "knot", "cat", "dial", "clock"}

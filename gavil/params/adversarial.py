@@ -45,6 +45,9 @@ class AdversarialFilterParams(Section):
     judge_text_model: str | None = None  # models entry of the text judge (must differ from text_model)
     chance_tolerance: Fraction = 0.05  # judges' held-out Jaccard and accuracy within this of chance
     judge_every: PosInt = 5  # judge every this many iterations (and the final assignment)
+    # instances held out of every stopping decision: the reported judge scores are the judges retrained on
+    # the other instances and scored on these, before and after AF (a figure nothing tuned)
+    report_fraction: Fraction = 0.2
     seed: int = 0
 
     @model_validator(mode="after")

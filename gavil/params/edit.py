@@ -79,11 +79,12 @@ def _flow_end(line: str, col: int) -> int | None:
 def _set_one(text: str, parts: list[str], value: Any) -> tuple[str, Any]:
     """``text`` with ``parts`` (a dotted key) set to ``value``; returns it and the old value.
 
-    In place: a block-style key whose value is a scalar or a one-line ``[...]``/``{...}``; a new key of a
-    block-style mapping is a new line before the mapping's first key.
+    In place: a block-style key's value (a scalar, a ``[...]``/``{...}`` on one or several lines, or a block
+    list or mapping under it) becomes its new value in flow style on the key's line, keeping the line's
+    comment; a new key of a block-style mapping is a new line before the mapping's first key.
 
     Raises:
-        ParamsError: the key's parent is missing or not a block mapping, or its value spans lines.
+        ParamsError: the key's parent is missing or written inline (``{...}``).
     """
     from ruamel.yaml import YAML
 
@@ -116,10 +117,34 @@ def _set_one(text: str, parts: list[str], value: Any) -> tuple[str, Any]:
     old = node[key]
     line, col = node.lc.value(key)
     src = lines[line]
-    if hasattr(old, "fa"):  # a collection: only a one-line [..] / {..} is rewritten in place
-        end = _flow_end(src, col) if old.fa.flow_style() else None
-        if end is None:
-            raise ParamsError(f"{dotted}: its value spans several lines; edit params.yaml by hand")
+    if hasattr(old, "fa") and not old.fa.flow_style():  # a block list or mapping under the key: one flow line
+        key_line, key_col = node.lc.key(key)
+        last = key_line
+        for j in range(key_line + 1, len(lines)):
+            stripped = lines[j].strip()
+            indent = len(lines[j]) - len(lines[j].lstrip(" "))
+            if stripped and not stripped.startswith("#") and indent <= key_col and not stripped.startswith("- "):
+                break
+            if stripped and not stripped.startswith("#") and stripped.startswith("- ") and indent < key_col:
+                break
+            if stripped:
+                last = j
+        head = lines[key_line].rstrip("\n")
+        comment = _comment_start(head, head.index(":", key_col) + 1)
+        tail = head[comment:] if comment is not None else ""
+        lines[key_line : last + 1] = [head[: head.index(":", key_col) + 1] + " " + _scalar(value) + tail + "\n"]
+        return "".join(lines), old
+    if hasattr(old, "fa"):  # a flow collection, possibly over several lines: rewritten on its first line
+        end = _flow_end(src, col)
+        if end is None:  # it closes on a later line: join the lines it spans
+            joined = "".join(lines[line:])
+            close = _flow_end(joined.replace("\n", " "), col)
+            if close is None:
+                raise ParamsError(f"{dotted}: its value could not be found; edit params.yaml by hand")
+            span = joined[:close].count("\n")
+            rest = joined[close:].split("\n", 1)[0]
+            lines[line : line + span + 1] = [joined[:col] + _scalar(value) + rest + "\n"]
+            return "".join(lines), old
     else:
         end = len(src.rstrip("\n"))
         hash_at = _comment_start(src, col)

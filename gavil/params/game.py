@@ -54,7 +54,7 @@ class GameParams(Section):
     rival_model: str = runtime_field("rival")
     # true: the rival with random weights (labelled untrained everywhere)
     rival_random_weights: bool = runtime_field(False)
-    submissions_per_minute: PosInt = runtime_field(30)  # per session and per account; more are refused (HTTP 429)
+    submissions_per_minute: PosInt = runtime_field(30)  # per session token and per account; more are refused (HTTP 429)
     # throttles checked before any work (HTTP 429 + Retry-After), moving windows in `limits` notation:
     join_limit_per_address: RateLimit = runtime_field("30/minute; 100/hour")  # POST /api/join per client address
     join_limit_per_code: RateLimit = runtime_field("60/minute")  # POST /api/join per join code sent (right or wrong)

@@ -37,7 +37,7 @@ SOLVER_TOL = 1e-4
 SKLEARN_TOL = 1e-8
 SKLEARN_DTYPE: type[np.floating] = (
     np.float64
-)  # benchmarks/aflite.py sets float32 and tol 1e-4 to time the old stage's fits
+)  # benchmarks/aflite.py sets float32 and tol 1e-4 to time scikit-learn's default fits
 
 
 class Fitter:

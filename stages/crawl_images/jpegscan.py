@@ -1,4 +1,4 @@
-"""A progressive JPEG's DC scans alone, for validation at 1/8 scale (issue 27).
+"""A progressive JPEG's DC scans alone, for validation at 1/8 scale.
 
 At 1/8 scale libjpeg's inverse DCT (``jpeg_idct_1x1``) computes each output pixel from its
 block's DC coefficient only (ITU-T T.81 A.3.3: the 1x1 IDCT is the DC term). A progressive JPEG

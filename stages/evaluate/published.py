@@ -11,8 +11,8 @@
   ``eval_utils/wino_eval.py``).
 - **Random chance**: (1) exact expectation of the Jaccard of a uniformly random K-subset of N
   (hypergeometric, :func:`gavil.domain.winogavil.random_expected_jaccard`), averaged over the same instances;
-  (2) DataComp's 0.205 (figure quoted in the project's issue for DataComp's WinoGAViL task; its
-  derivation is not published with the code); (3) the paper's 38 / 34 / 24 / 17 % for N = 5 / 6 / 10 / 12
+  (2) DataComp's 0.205 (the figure given for DataComp's WinoGAViL task; its derivation is not
+  published with DataComp's code); (3) the paper's 38 / 34 / 24 / 17 % for N = 5 / 6 / 10 / 12
   (§2; :data:`gavil.domain.winogavil.RANDOM_EXPECTED_JACCARD_PERCENT`).
 """
 
