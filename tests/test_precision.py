@@ -102,8 +102,8 @@ def test_a_reference_to_an_unknown_model_names_the_entries():
 def test_ocr_cache_engine_names_the_numerics():
     from stages.ocr_filter import _engine
 
-    fp32 = _engine(OcrParams(precision="fp32", device="cpu"))
-    bf16 = _engine(OcrParams(precision="bf16", device="cpu"))
+    fp32 = _engine(OcrParams(engine="easyocr", precision="fp32", device="cpu"))
+    bf16 = _engine(OcrParams(engine="easyocr", precision="bf16", device="cpu"))
     assert fp32.endswith("|fp32-cpu") and bf16.endswith("|bf16-cpu") and fp32 != bf16
 
 

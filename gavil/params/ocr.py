@@ -1,29 +1,38 @@
-"""Params section ``ocr`` (stage ``ocr_filter``): the text-image rejection rule (percent and fraction
-thresholds) and the OCR model's numerics."""
+"""Params section ``ocr`` (stage ``ocr_filter``): the OCR engine and its settings, and the
+text-image rejection rule (percent and fraction thresholds)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from gavil.params.base import Device, Fraction, OcrPrecision, Percent, PosInt, Section, runtime_field
+from gavil.params.base import Device, Fraction, NonNegInt, OcrPrecision, Percent, PosInt, Section, runtime_field
 
 
 class OcrParams(Section):
+    # ppocr: PP-OCRv6 small (ONNX Runtime, models in the rapidocr wheel; gavil/models/ppocr.py) |
+    # easyocr: EasyOCR's readtext computation (the reference engine; precision/device/batch_size below).
+    # Measured on the OCR truth set: docs/benchmarks.md "OCR against the truth"
+    engine: Literal["ppocr", "easyocr"] = "ppocr"
     canvas_size: Annotated[int, Field(ge=32)] = 2560
     match_threshold: Percent = 80
     min_confidence: Fraction = 0.3
     min_word_len: PosInt = 4
-    # numerics (gavil/models/precision.py, gavil/models/craft.py): both change the detections, so both are in the cache key
+    # adjacent OCR tokens joined beyond the concept's word count before matching: 1 joins
+    # "LOBS" + "TER" for "lobster"; 0 is the one-token rule
+    join_tokens: NonNegInt = 1
+    # ppocr: the detector sees the image scaled up so its short side is at least this (px)
+    ppocr_min_side: PosInt = 736
+    # easyocr numerics (gavil/models/precision.py, gavil/models/craft.py): both change the detections, so both are in the cache key
     # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively) | int8 (CPU only, opt-in,
-    # gavil/models/craft.py). fp32 is the default because it is the one that misses nothing
-    # readtext reads (the very same computation, tests/test_ocr.py); on the OCR benchmark set bf16
-    # and int8 each let through a word readtext read (benchmarks/ocr_agreement.py; the default is
-    # the setting that misses nothing)
+    # gavil/models/craft.py). fp32 is readtext's own computation (tests/test_ocr.py); on the OCR
+    # benchmark set bf16 and int8 each let through a word readtext read (benchmarks/ocr_agreement.py)
     precision: OcrPrecision = "fp32"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)
-    # 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per image
-    # (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured
+    # easyocr: 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per
+    # image (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured
     batch_size: PosInt = runtime_field(1)
+    # ppocr: ONNX Runtime intra-op threads per process (the readings are the same for any number)
+    threads: PosInt = runtime_field(2)
     partition_size: PosInt = runtime_field(500)

@@ -1,0 +1,128 @@
+"""PP-OCR, the default OCR engine of stage ``ocr_filter`` (``ocr.engine: ppocr``).
+
+What runs: PaddleOCR's PP-OCRv6 *small* text detector (DB, differentiable binarization: a
+probability map of text, boxes from its thresholded contours) and its CTC text recogniser, as ONNX
+models on ONNX Runtime's CPU kernels, through RapidOCR's pipeline (its pre- and post-processing:
+resize to a multiple of 32, DB boxes, perspective crops, CTC greedy decoding). The models are
+Apache-2.0 (Baidu / the PaddleOCR authors, converted to ONNX by RapidOCR; attribution and licence
+in the ``rapidocr`` wheel's ``MODEL_LICENSES.md``) and ship inside the ``rapidocr`` wheel from the
+public package index (pinned in ``pyproject.toml``/``constraints.txt``; nothing is downloaded at run
+time: :func:`model_files` fails if a file is missing). RapidOCR needs ``opencv-python-headless``, the
+stack's own OpenCV, so no second ``cv2`` is installed.
+
+Settings (``ocr.*``, :mod:`gavil.params.ocr`): the image reaches the detector at most
+``ocr.canvas_size`` px on its long side (web images whole) and is scaled up so its short side is at
+least ``ocr.ppocr_min_side`` px (DB's training scale: small words on small images are found);
+every detected box is recognised on its own (recognition batch 1: a box's reading does not depend
+on the other boxes of the image); the angle classifier is off (text within +-45 deg is read as
+is; a box at least 1.5x as tall as wide is turned 90 deg by RapidOCR before recognition).
+
+Determinism: an image's reading depends only on its pixels and these settings, never on which
+images are read with it. ONNX Runtime is run with ``ocr.threads`` intra-op threads; the texts and
+the confidences rounded to :data:`CONFIDENCE_DIGITS` decimals are the same for 1 and 2 threads
+(``tests/test_ocr_ppocr.py``). Confidence is RapidOCR's: the mean of the per-character maximum
+softmax probabilities over the decoded characters, in [0, 1].
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The rapidocr wheel's detection and recognition models that this engine runs (its defaults).
+MODEL_FILES = ("PP-OCRv6_det_small.onnx", "PP-OCRv6_rec_small.onnx")
+#: Decimals a confidence is rounded to before it is stored or compared (thread- and CPU-stable).
+CONFIDENCE_DIGITS = 3
+
+#: Reads a batch of H x W x 3|4 uint8 RGB(+grey) images at ``canvas`` -> (text, confidence) per box, per image.
+PPReader = Callable[[list[np.ndarray], int], list[list[tuple[str, float]]]]
+
+
+def model_dir() -> Path:
+    """The folder of the installed ``rapidocr`` package's models (found without importing it).
+
+    Raises:
+        RuntimeError: ``rapidocr`` is not installed (names the package to install)."""
+    spec = importlib.util.find_spec("rapidocr")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("ocr.engine: ppocr needs the rapidocr package: pip install rapidocr==3.10.0")
+    return Path(next(iter(spec.submodule_search_locations))) / "models"
+
+
+def model_files() -> tuple[Path, Path]:
+    """(detector, recogniser) ONNX files of :data:`MODEL_FILES`.
+
+    Raises:
+        RuntimeError: a file is missing (an incomplete install: reinstall rapidocr)."""
+    det, rec = (model_dir() / name for name in MODEL_FILES)
+    missing = [str(p) for p in (det, rec) if not p.is_file()]
+    if missing:
+        raise RuntimeError(f"PP-OCR model file(s) missing: {', '.join(missing)}; reinstall rapidocr==3.10.0")
+    return det, rec
+
+
+@cache
+def models_digest() -> str:
+    """First 8 hex digits of the sha256 over both model files' bytes (the cache label's model id)."""
+    h = hashlib.sha256()
+    for p in model_files():
+        h.update(p.read_bytes())
+    return h.hexdigest()[:8]
+
+
+def engine_label(min_side: int) -> str:
+    """The OCR cache's engine label, e.g. ``ppocr-rapidocr-3.10.0-v6small-1a2b3c4d-min736``: package
+    version, the models' digest and the setting that changes readings (``canvas_size`` is in the
+    cache key already; threads and batch size change nothing)."""
+    version = importlib.metadata.version("rapidocr")
+    return f"ppocr-rapidocr-{version}-v6small-{models_digest()}-min{min_side}"
+
+
+def make_reader(min_side: int = 736, threads: int = 2) -> PPReader:
+    """A PP-OCR reader: ``read(images, canvas) -> [[(text, confidence), ...], ...]`` (one list per image).
+
+    ``images`` are :func:`stages.ocr_filter.load_for_ocr` arrays (RGB, plus the grey channel, which
+    PP-OCR does not use), already at most ``canvas`` px on the long side. Boxes come in RapidOCR's
+    reading order (top to bottom in lines, then left to right); empty readings are dropped.
+
+    Raises:
+        RuntimeError: rapidocr or its model files are missing.
+    """
+    import cv2
+    from rapidocr import RapidOCR
+
+    det, rec = model_files()
+    engine = RapidOCR(
+        params={
+            "Global.log_level": "error",
+            "Global.text_score": 0.0,  # keep every reading: ocr.min_confidence decides
+            "Global.use_cls": False,
+            "Global.max_side_len": 1 << 20,  # load_for_ocr has applied ocr.canvas_size
+            "Global.min_side_len": 1,
+            "Det.model_path": str(det),
+            "Det.limit_type": "min",
+            "Det.limit_side_len": int(min_side),
+            "Rec.model_path": str(rec),
+            "Rec.rec_batch_num": 1,
+            "EngineConfig.onnxruntime.intra_op_num_threads": int(threads),
+            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+        }
+    )
+
+    def read_one(im: np.ndarray) -> list[tuple[str, float]]:
+        bgr = cv2.cvtColor(np.ascontiguousarray(im[..., :3]), cv2.COLOR_RGB2BGR)
+        out: Any = engine(bgr)
+        texts, scores = getattr(out, "txts", None) or (), getattr(out, "scores", None) or ()
+        return [(str(t), round(float(s), CONFIDENCE_DIGITS)) for t, s in zip(texts, scores) if str(t).strip()]
+
+    def read(images: list[np.ndarray], canvas_size: int) -> list[list[tuple[str, float]]]:
+        return [read_one(im) for im in images]
+
+    return read
