@@ -14,7 +14,7 @@ writer with a fixed hash salt and no date gives the same bytes for the same inpu
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -174,6 +174,6 @@ def instance_svg(root: Path = Path("."), instance_id: int = INSTANCE_ID) -> str:
 
 
 #: Committed pictures: path under the project root -> its generator (``gavil docs --write`` / ``--check``).
-def pictures(root: Path) -> dict[str, Any]:
+def pictures(root: Path) -> dict[str, Callable[[], str]]:
     """``docs/pipeline.svg`` and ``docs/instance.svg`` -> a function returning the SVG text."""
     return {"docs/pipeline.svg": pipeline_svg, "docs/instance.svg": lambda: instance_svg(root)}

@@ -40,22 +40,22 @@ MODEL_DECIMALS = 6
 PERCENT_DECIMALS = 4
 
 
-def rounded(decimals: int = MODEL_DECIMALS, **kw: Any) -> Any:
-    """A pandera Field for a float column stored rounded to ``decimals`` places on every write
-    (:func:`round_stored`, run by ``gavil.io.write_parquet``).
+def rounded(decimals: int = MODEL_DECIMALS) -> dict[str, int | str | None]:
+    """The ``metadata`` of a float column stored rounded to ``decimals`` places on every write
+    (:func:`round_stored`, run by ``gavil.io.write_parquet``): ``pa.Field(..., metadata=rounded(6))``.
 
     Why: floating-point sums and products come out in the last bits differently on another CPU's
     kernels, thread count or batch shape (~1e-16 relative in float64, ~1e-7 in float32). The project
     computes what decides in float64 and stores scores at a precision far coarser than that, so the
     stored bytes are the same on every machine (``docs/determinism.md``)."""
-    return pa.Field(metadata={"decimals": decimals}, **kw)
+    return {"decimals": decimals}
 
 
-def exact(why: str, **kw: Any) -> Any:
-    """A pandera Field for a float column stored exactly as computed or read: a value copied from an
+def exact(why: str) -> dict[str, int | str | None]:
+    """The ``metadata`` of a float column stored exactly as computed or read: a value copied from an
     input file (the release's solver means, SWOW weights), a ratio of two integers (a Jaccard index,
     a strength), or a params value; ``why`` says which (shown in the table catalog)."""
-    return pa.Field(metadata={"decimals": None, "exact": why}, **kw)
+    return {"decimals": None, "exact": why}
 
 
 def list_field(
@@ -70,7 +70,7 @@ def list_field(
     meta: dict[str, Any] = {"list_of": of, "list_nullable": nullable, "list_min_len": min_len}
     if of == "float":
         why = kw.pop("exact", None)
-        meta |= {"decimals": decimals} if why is None else {"decimals": None, "exact": why}
+        meta |= rounded(decimals) if why is None and decimals is not None else exact(why or "")
     return pa.Field(nullable=True, metadata=meta, **kw)
 
 

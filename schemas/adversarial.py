@@ -20,12 +20,12 @@ class AfliteInstances(StrictModel):
         description="release:<released file stem> or raw:<batch folder> (or <origin>:(source removed))",
     )
     num_candidates: Series[int]
-    score: Series[float] = rounded(
-        MODEL_DECIMALS,
+    score: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         le=1,
         description="mean held-out credit (Jaccard or exact) in the last phase it was scored",
+        metadata=rounded(MODEL_DECIMALS),
     )
     phase: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=1, description="phase it was flagged in")
     planted: Series[bool] = pa.Field(description="carries aflite.plant's spurious feature (audits only; else False)")
@@ -74,9 +74,9 @@ class AfReplacements(StrictModel):
     instance_id: Series[str]
     removed: Series[str]
     added: Series[str]
-    removed_score: Series[float] = rounded(MODEL_DECIMALS)
-    added_score: Series[float] = rounded(MODEL_DECIMALS)
-    lowest_association_score: Series[float] = rounded(MODEL_DECIMALS)
+    removed_score: Series[float] = pa.Field(metadata=rounded(MODEL_DECIMALS))
+    added_score: Series[float] = pa.Field(metadata=rounded(MODEL_DECIMALS))
+    lowest_association_score: Series[float] = pa.Field(metadata=rounded(MODEL_DECIMALS))
     member: Series[str] = pa.Field(description="the model whose scores chose the swap")
 
 
@@ -86,14 +86,19 @@ class AfIterations(StrictModel):
     iteration: Series[int] = pa.Field(ge=1)
     phase: Series[str] = pa.Field(isin=["cheap", "ensemble"])
     member: Series[str] = pa.Field(description="the model used for reassignment")
-    held_out_jaccard: Series[float] = rounded(MODEL_DECIMALS, ge=0, le=1)
-    chance_jaccard: Series[float] = rounded(MODEL_DECIMALS, ge=0, le=1)
+    held_out_jaccard: Series[float] = pa.Field(ge=0, le=1, metadata=rounded(MODEL_DECIMALS))
+    chance_jaccard: Series[float] = pa.Field(ge=0, le=1, metadata=rounded(MODEL_DECIMALS))
     member_jaccards: Series[str] = pa.Field(description='JSON {"member": held-out Jaccard}')
-    easy_fraction: Series[float] = rounded(
-        MODEL_DECIMALS, ge=0, le=1, description="held-out assigned distractors below every association"
+    easy_fraction: Series[float] = pa.Field(
+        ge=0,
+        le=1,
+        description="held-out assigned distractors below every association",
+        metadata=rounded(MODEL_DECIMALS),
     )
     replacements: Series[int] = pa.Field(ge=0)
-    replacements_mean: Series[float] = rounded(MODEL_DECIMALS, ge=0, description="per held-out instance")
+    replacements_mean: Series[float] = pa.Field(
+        ge=0, description="per held-out instance", metadata=rounded(MODEL_DECIMALS)
+    )
     judge_scores: Series[str] = pa.Field(
         description='JSON {"judge": {"jaccard": .., "accuracy": ..}} held out before the replacements; {} if not judged'
     )

@@ -34,25 +34,25 @@ class Instances(StrictModel):
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
-    solvers_jaccard_mean: Series[float] = exact(
-        "as released", nullable=True, ge=0, le=1, description="as released (null for raw)"
+    solvers_jaccard_mean: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="as released (null for raw)", metadata=exact("as released")
     )
-    solvers_jaccard_std: Series[float] = exact(
-        "as released", nullable=True, ge=0, le=1, description="as released (null for raw)"
+    solvers_jaccard_std: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="as released (null for raw)", metadata=exact("as released")
     )
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
     task_id: Series[str] = pa.Field(
         nullable=True, description="creation task (raw): the two cues given for one candidate set"
     )
-    cue_weight: Series[float] = exact(
-        "as released", nullable=True, description="release swow.csv: the cue's SWOW weight"
+    cue_weight: Series[float] = pa.Field(
+        nullable=True, description="release swow.csv: the cue's SWOW weight", metadata=exact("as released")
     )
-    associations_mean_weight: Series[float] = exact(
-        "as released", nullable=True, description="release swow.csv: mean R123 count"
+    associations_mean_weight: Series[float] = pa.Field(
+        nullable=True, description="release swow.csv: mean R123 count", metadata=exact("as released")
     )
-    candidates_connectivity_score: Series[float] = exact(
-        "as released", nullable=True, description="release swow.csv: ambiguity measure"
+    candidates_connectivity_score: Series[float] = pa.Field(
+        nullable=True, description="release swow.csv: ambiguity measure", metadata=exact("as released")
     )
     spymaster: Series[str] = pa.Field(nullable=True, description="keyed hash of the spymaster id (never the raw id)")
     cue_flag: Series[str] = pa.Field(

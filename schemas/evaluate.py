@@ -35,12 +35,12 @@ class EvalPredictions(StrictModel):
         decimals=MODEL_DECIMALS,
         description="every candidate's score, in candidate order (null: top-K only)",
     )
-    jaccard: Series[float] = exact("a ratio of two set sizes", nullable=True, ge=0, le=1)
+    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1, metadata=exact("a ratio of two set sizes"))
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, le=100, description="100 - int(100 * jaccard)"
     )
-    random_jaccard: Series[float] = rounded(
-        MODEL_DECIMALS, ge=0, le=1, description="expected Jaccard of a uniformly random K-subset"
+    random_jaccard: Series[float] = pa.Field(
+        ge=0, le=1, description="expected Jaccard of a uniformly random K-subset", metadata=rounded(MODEL_DECIMALS)
     )
 
     @pa.dataframe_check(error="a Jaccard exactly where a model predicted (ok/untrained)")
@@ -60,11 +60,11 @@ class Evaluation(StrictModel):
     n_instances: Series[int] = pa.Field(ge=0)
     n_scored: Series[int] = pa.Field(ge=0)
     untrained: Series[bool]
-    mean_jaccard_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    random_percent: Series[float] = rounded(
-        PERCENT_DECIMALS, ge=0, le=100, description="random-chance Jaccard x100 on the same instances"
+    mean_jaccard_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    random_percent: Series[float] = pa.Field(
+        ge=0, le=100, description="random-chance Jaccard x100 on the same instances", metadata=rounded(PERCENT_DECIMALS)
     )
 
 
@@ -82,16 +82,20 @@ class PairedEvaluation(StrictModel):
     score: Series[str] = pa.Field(isin=["text", "image", "group", "both_solved"])
     n_pairs: Series[int] = pa.Field(ge=0)
     n_sets: Series[int] = pa.Field(ge=0)
-    percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    chance_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    set_weighted_percent: Series[float] = rounded(
-        PERCENT_DECIMALS,
+    percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    chance_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    set_weighted_percent: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         le=100,
         description="mean over candidate sets of the set's mean over its pairs",
+        metadata=rounded(PERCENT_DECIMALS),
     )
-    set_weighted_ci_low_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
-    set_weighted_ci_high_percent: Series[float] = rounded(PERCENT_DECIMALS, nullable=True, ge=0, le=100)
+    set_weighted_ci_low_percent: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS)
+    )
+    set_weighted_ci_high_percent: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS)
+    )

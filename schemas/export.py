@@ -20,8 +20,12 @@ class Benchmark(StrictModel):
     )
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
-    solvers_jaccard_mean: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
-    solvers_jaccard_std: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
+    solvers_jaccard_mean: Series[float] = pa.Field(
+        ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
+    )
+    solvers_jaccard_std: Series[float] = pa.Field(
+        ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
+    )
     ID: Series[int] = pa.Field(ge=0, unique=True)
 
     class Config:
@@ -75,8 +79,12 @@ class BenchmarkDataset(StrictModel):
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
     num_associations: Series[int] = pa.Field(ge=2)
     num_candidates: Series[int] = pa.Field(isin=list(CANDIDATE_SIZES))
-    solvers_jaccard_mean: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
-    solvers_jaccard_std: Series[float] = exact("as selected: released or rounded to 2 places", ge=0, le=1)
+    solvers_jaccard_mean: Series[float] = pa.Field(
+        ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
+    )
+    solvers_jaccard_std: Series[float] = pa.Field(
+        ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
+    )
     ID: Series[int] = pa.Field(ge=0, unique=True)
     candidate_images: Series[object] = pa.Field(description="list of {bytes, path}: one image per candidate")
 

@@ -27,19 +27,19 @@ class Edges(StrictModel):
     response: Series[str] = pa.Field(str_length={"min_value": 1})
     r1_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="first responses (R1)")
     r123_count: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="responses over R1..R3")
-    r1_strength: Series[float] = exact(
-        "a count over the cue's N, or as in the file",
+    r1_strength: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         le=1,
         description="R1 / number of valid R1 responses to the cue",
+        metadata=exact("a count over the cue's N, or as in the file"),
     )
-    r123_strength: Series[float] = exact(
-        "a count over the cue's N, or as in the file",
+    r123_strength: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         le=1,
         description="R123 / number of valid R1..R3 responses",
+        metadata=exact("a count over the cue's N, or as in the file"),
     )
     rank: Series[int] = pa.Field(
         ge=1, description="1 = strongest response of the cue (R123, then R1, then input order)"

@@ -38,14 +38,14 @@ class SwowInstances(StrictModel):
     candidates: Series[object] = list_field("str")
     num_associations: Series[int] = pa.Field(ge=0)
     num_candidates: Series[int] = pa.Field(ge=0)
-    associations_mean_weight: Series[float] = exact(
-        "a mean of integer counts", nullable=True, description="mean R123 count of the associations"
+    associations_mean_weight: Series[float] = pa.Field(
+        nullable=True, description="mean R123 count of the associations", metadata=exact("a mean of integer counts")
     )
-    candidates_connectivity_score: Series[float] = exact(
-        "an integer count",
+    candidates_connectivity_score: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         description="distinct candidate subsets (size >= 2) other SWOW cues link to (ok rows)",
+        metadata=exact("an integer count"),
     )
     dropped_words: Series[object] = list_field("str", description="responses skipped as associations: 'word: reason'")
 
@@ -61,8 +61,12 @@ class Concreteness(StrictModel):
     candidate associations); empty when ``instances.swow.min_concreteness`` is null."""
 
     word: Series[str] = pa.Field(unique=True)
-    rating: Series[float] = exact(
-        "as in the published norms", nullable=True, ge=1, le=5, description="Brysbaert et al. 2014 mean, 1-5"
+    rating: Series[float] = pa.Field(
+        nullable=True,
+        ge=1,
+        le=5,
+        description="Brysbaert et al. 2014 mean, 1-5",
+        metadata=exact("as in the published norms"),
     )
     status: Series[str] = pa.Field(isin=["concrete", "not_concrete", "unrated"])
     reason: Series[str] = pa.Field(nullable=True)

@@ -23,12 +23,12 @@ class Ocr(StrictModel):
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     ocr_text: Series[str] = pa.Field(nullable=True, description="tokens read, space-joined, in reading order")
-    ocr_confidence: Series[float] = rounded(
-        MODEL_DECIMALS, nullable=True, ge=0, le=1, description="max token confidence"
+    ocr_confidence: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="max token confidence", metadata=rounded(MODEL_DECIMALS)
     )
     match_token: Series[str] = pa.Field(nullable=True, description="OCR text that matched the concept")
-    match_score: Series[float] = rounded(
-        PERCENT_DECIMALS, nullable=True, ge=0, le=100, description="rapidfuzz ratio, percent"
+    match_score: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="rapidfuzz ratio, percent", metadata=rounded(PERCENT_DECIMALS)
     )
 
     @pa.dataframe_check(error="every non-accepted row needs a reason")

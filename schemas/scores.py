@@ -31,7 +31,7 @@ class Scores(StrictModel):
     associations: Series[object] = list_field("str")
     predictions: Series[object] = list_field("str", nullable=True)
     similarities: Series[object] = list_field("float", nullable=True, decimals=MODEL_DECIMALS)
-    jaccard: Series[float] = exact("a ratio of two set sizes", nullable=True, ge=0, le=1)
+    jaccard: Series[float] = pa.Field(nullable=True, ge=0, le=1, metadata=exact("a ratio of two set sizes"))
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
 
     @pa.dataframe_check(error="scores only where a model ran (ok/untrained); no_weights rows carry none")

@@ -71,9 +71,9 @@ class Selection(StrictModel):
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
-    cue_weight: Series[float] = exact("as released", nullable=True)
-    associations_mean_weight: Series[float] = exact("as released or built", nullable=True)
-    candidates_connectivity_score: Series[float] = exact("as released or built", nullable=True)
+    cue_weight: Series[float] = pa.Field(nullable=True, metadata=exact("as released"))
+    associations_mean_weight: Series[float] = pa.Field(nullable=True, metadata=exact("as released or built"))
+    candidates_connectivity_score: Series[float] = pa.Field(nullable=True, metadata=exact("as released or built"))
     spymaster: Series[str] = pa.Field(nullable=True)
     solvers: Series[object] = list_field(
         "str", nullable=True, description="hashed ids of the solvers whose answers the scores count (raw)"
@@ -87,14 +87,14 @@ class Selection(StrictModel):
     late_answers: Series[int] = pa.Field(
         ge=0, description="valid answers by other players that the scores do not count (beyond min_solvers)"
     )
-    solvers_jaccard_mean: Series[float] = exact(
-        "as released, or rounded to 2 places (the release's rule)", nullable=True, ge=0, le=1
+    solvers_jaccard_mean: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, metadata=exact("as released, or rounded to 2 places (the release's rule)")
     )
-    solvers_jaccard_std: Series[float] = exact(
-        "as released, or rounded to 2 places (the release's rule)", nullable=True, ge=0, le=1
+    solvers_jaccard_std: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, metadata=exact("as released, or rounded to 2 places (the release's rule)")
     )
-    solvers_agreement: Series[float] = exact(
-        "a ratio of two set sizes", nullable=True, ge=0, le=1, description="|S1∩S2∩S3| / |S1∪S2∪S3|"
+    solvers_agreement: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, description="|S1∩S2∩S3| / |S1∪S2∪S3|", metadata=exact("a ratio of two set sizes")
     )
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
@@ -125,14 +125,14 @@ class Table1(StrictModel):
     dataset: Series[str]
     candidates_group: Series[str] = pa.Field(isin=["5&6", "10&12"])
     generated_associations: Series[int] = pa.Field(ge=0)
-    avg_model_score_percent: Series[float] = rounded(
-        PERCENT_DECIMALS, nullable=True, ge=0, le=100, description="mean of 100 - fool-the-AI"
+    avg_model_score_percent: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="mean of 100 - fool-the-AI", metadata=rounded(PERCENT_DECIMALS)
     )
-    avg_human_score_percent: Series[float] = rounded(
-        PERCENT_DECIMALS, nullable=True, ge=0, le=100, description="mean solver Jaccard x100"
+    avg_human_score_percent: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="mean solver Jaccard x100", metadata=rounded(PERCENT_DECIMALS)
     )
     kept: Series[int] = pa.Field(ge=0, description="instances with solver mean >= the threshold")
-    min_solver_jaccard: Series[float] = exact("the params value", ge=0, le=1)
+    min_solver_jaccard: Series[float] = pa.Field(ge=0, le=1, metadata=exact("the params value"))
 
 
 class AnnotatorStats(StrictModel):
@@ -142,15 +142,15 @@ class AnnotatorStats(StrictModel):
     annotator: Series[str] = pa.Field(str_startswith="a_", description="keyed hash, never the raw id")
     count: Series[int] = pa.Field(ge=1, description="instances created (spymaster) or answers given (solver)")
     selected: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="spymaster: instances selected")
-    mean_jaccard: Series[float] = rounded(
-        MODEL_DECIMALS,
+    mean_jaccard: Series[float] = pa.Field(
         nullable=True,
         ge=0,
         le=1,
         description="spymaster: mean solver mean of their instances; solver: mean Jaccard of their answers",
+        metadata=rounded(MODEL_DECIMALS),
     )
-    mean_fool_the_ai: Series[float] = rounded(
-        PERCENT_DECIMALS, nullable=True, ge=0, le=100, description="spymaster only"
+    mean_fool_the_ai: Series[float] = pa.Field(
+        nullable=True, ge=0, le=100, description="spymaster only", metadata=rounded(PERCENT_DECIMALS)
     )
 
 
@@ -181,20 +181,20 @@ class IdLedger(StrictModel):
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, le=100)
     annotation_index: Series[pd.Int64Dtype] = pa.Field(nullable=True)
     images_source: Series[str] = pa.Field(nullable=True)
-    cue_weight: Series[float] = exact("as released", nullable=True)
-    associations_mean_weight: Series[float] = exact("as released or built", nullable=True)
-    candidates_connectivity_score: Series[float] = exact("as released or built", nullable=True)
+    cue_weight: Series[float] = pa.Field(nullable=True, metadata=exact("as released"))
+    associations_mean_weight: Series[float] = pa.Field(nullable=True, metadata=exact("as released or built"))
+    candidates_connectivity_score: Series[float] = pa.Field(nullable=True, metadata=exact("as released or built"))
     spymaster: Series[str] = pa.Field(nullable=True)
     solvers: Series[object] = list_field("str", nullable=True, description="hashed solvers counted (raw)")
     solver_jaccards: Series[object] = list_field("float", nullable=True, exact="ratios of set sizes")
     n_solvers: Series[pd.Int64Dtype] = pa.Field(nullable=True)
-    solvers_jaccard_mean: Series[float] = exact(
-        "as released, or rounded to 2 places (the release's rule)", nullable=True, ge=0, le=1
+    solvers_jaccard_mean: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, metadata=exact("as released, or rounded to 2 places (the release's rule)")
     )
-    solvers_jaccard_std: Series[float] = exact(
-        "as released, or rounded to 2 places (the release's rule)", nullable=True, ge=0, le=1
+    solvers_jaccard_std: Series[float] = pa.Field(
+        nullable=True, ge=0, le=1, metadata=exact("as released, or rounded to 2 places (the release's rule)")
     )
-    solvers_agreement: Series[float] = exact("a ratio of two set sizes", nullable=True, ge=0, le=1)
+    solvers_agreement: Series[float] = pa.Field(nullable=True, ge=0, le=1, metadata=exact("a ratio of two set sizes"))
 
     @pa.dataframe_check(error="split_id is unique within a split")
     def split_ids_unique(cls, df: pd.DataFrame) -> bool:

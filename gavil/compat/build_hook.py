@@ -11,8 +11,6 @@ both wheel kinds get the file through hatchling's public build data: ``force_inc
 
 from __future__ import annotations
 
-from typing import Any
-
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 PTH = "gavil/compat/winogavil_torchvision.pth"
@@ -23,7 +21,9 @@ class TorchvisionBridgeHook(BuildHookInterface):
 
     PLUGIN_NAME = "custom"
 
-    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+    def initialize(self, version: str, build_data: dict[str, object]) -> None:
         """Called by hatchling before each wheel is built; ``version`` is ``standard`` or ``editable``."""
         key = "force_include_editable" if version == "editable" else "force_include"
-        build_data.setdefault(key, {})[PTH] = "winogavil_torchvision.pth"
+        files = build_data.setdefault(key, {})
+        assert isinstance(files, dict)  # hatchling's build data: source path -> path in the wheel
+        files[PTH] = "winogavil_torchvision.pth"

@@ -108,7 +108,7 @@ class TorchvisionFirst:
     :func:`ensure_torchvision` once, the first time the name ``torchvision`` is looked up.
     """
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> None:
         """Run :func:`ensure_torchvision` when ``fullname`` is ``"torchvision"``; always return ``None``.
 
         Raises:

@@ -6,14 +6,17 @@ threads (:func:`prefetched`), open_clip's preprocess with its tensor steps in Nu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
     import torch
     from PIL.Image import Image as PILImage
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def limit_malloc_arenas(max_arenas: int = 2) -> bool:
@@ -48,7 +51,7 @@ def release_free_memory() -> None:
             pass
 
 
-def prefetched(chunks: Sequence[Any], load: Callable[[Any], Any], workers: int, depth: int | None = None):
+def prefetched(chunks: Sequence[T], load: Callable[[T], R], workers: int, depth: int | None = None) -> Iterator[R]:
     """Yield ``load(chunk)`` for each chunk in order, loading up to ``depth`` chunks (default
     ``workers + 1``, at least 2: every thread busy; a fixed 2 made 8 threads work like 2,
     ``benchmarks/clip_device.py``) ahead on ``workers`` threads (0 = inline), so decoding overlaps

@@ -21,7 +21,7 @@ import yaml
 from gavil.errors import ParamsError
 
 
-def parse_assignments(pairs: Sequence[str]) -> list[tuple[list[str], Any]]:
+def parse_assignments(pairs: Sequence[str]) -> list[tuple[list[str], object]]:
     """``["a.b=1", "c.d=x"]`` -> ``[(["a", "b"], 1), (["c", "d"], "x")]`` (values read as YAML).
 
     Raises:
