@@ -54,11 +54,21 @@ def _timed(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_timing(name: str, seconds: float, **extra: Any) -> None:
-    """Write ``data/metrics/timings/<name>.json``: ``{"seconds": wall-clock seconds, **extra}``.
+    """Write ``data/metrics/timings/<name>.json``: ``{"seconds": wall-clock seconds, "cpu_seconds": user +
+    system seconds of this process and the worker processes it waited for, "peak_rss_mb": the largest
+    resident set of any of them (MB), **extra}``.
 
     Declared as top-level ``metrics`` in dvc.yaml, so ``dvc metrics show`` lists them beside the
     stages' own metrics; not stage outputs (they differ on every run) and not in git."""
-    write_json(Path(catalog.TIMINGS_DIR) / f"{name}.json", {"seconds": round(seconds, 3), **extra})
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    peak_mb = max(own.ru_maxrss, kids.ru_maxrss) / 1024  # Linux: kilobytes
+    write_json(
+        Path(catalog.TIMINGS_DIR) / f"{name}.json",
+        {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 1), "peak_rss_mb": round(peak_mb), **extra},
+    )
 
 
 def _finish(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
