@@ -58,8 +58,9 @@ import pandas as pd
 from PIL import Image
 from rapidfuzz import fuzz
 
-from gavil.io import partitions, read_parquet, write_csv, write_parquet
+from gavil.io import read_parquet, write_csv, write_parquet
 from gavil.pipeline import catalog
+from gavil.pipeline.parallel import partition
 from gavil.progress import progress
 from schemas.ocr import Ocr, OcrCache
 
@@ -417,10 +418,17 @@ def _cache_path() -> str:
     return str(catalog.path("ocr_detections", "write"))
 
 
+#: The smallest automatic partition (concepts): a worker process pays ~5 s of imports and EasyOCR
+#: loading, which 32 images (0.3-4 s each on a CPU) repay; fewer concepts stay in one process.
+MIN_PARTITION = 32
+
+
 def plan(params: Params) -> list[list[str]]:
-    """Concepts with a crawled image, in partitions of ``ocr.partition_size``."""
+    """Concepts with a crawled image, sorted, in partitions of ``ocr.partition_size`` (None: sized
+    for the workers, :func:`gavil.pipeline.parallel.partition`, at least :data:`MIN_PARTITION`)."""
     images = catalog.read_table("images")
-    return partitions(sorted(images.loc[images["status"] == "ok", "concept"]), params.ocr.partition_size)
+    concepts = sorted(images.loc[images["status"] == "ok", "concept"])
+    return partition(concepts, params.ocr.partition_size, MIN_PARTITION)
 
 
 def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:

@@ -26,4 +26,6 @@ class OcrParams(Section):
     # 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per image
     # (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured
     batch_size: PosInt = runtime_field(1)
-    partition_size: PosInt = runtime_field(500)
+    # concepts per partition; None: enough partitions for 4 per worker, at least 32 concepts each
+    # (stages/ocr_filter.py MIN_PARTITION; gavil/pipeline/parallel.py)
+    partition_size: PosInt | None = runtime_field(None)
