@@ -371,7 +371,18 @@ def test_random_weights_only_when_set_and_labelled_untrained_everywhere(project)
 
 
 #: Words of an operator's instructions (params keys, commands, paths) that a player must never be shown.
-OPERATOR_WORDS = ("weights_path", "params", "dvc", "models.", "docs/", "pip ", "python", "sha256", "cache", "rival_random")
+OPERATOR_WORDS = (
+    "weights_path",
+    "params",
+    "dvc",
+    "models.",
+    "docs/",
+    "pip ",
+    "python",
+    "sha256",
+    "cache",
+    "rival_random",
+)
 
 
 @pytest.mark.slow

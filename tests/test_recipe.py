@@ -47,8 +47,12 @@ def test_the_own_benchmark_recipe_runs_verbatim_to_an_export_and_a_game(tmp_path
     env = _env(tmp_path / "home")
     outputs = []
     for block in blocks[:-1]:
-        r = subprocess.run(["bash", "-e", "-c", block], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
-        assert r.returncode == 0, f"this block failed:\n{block}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+        r = subprocess.run(
+            ["bash", "-e", "-c", block], cwd=clone, env=env, capture_output=True, text=True, timeout=1800
+        )
+        assert r.returncode == 0, (
+            f"this block failed:\n{block}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+        )
         outputs.append(r.stdout)
     joined = "\n".join(outputs)
     # what the page says happened
