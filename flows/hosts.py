@@ -14,8 +14,8 @@ once (:func:`configure`; more calls wait for a free one, and the wait does not c
 timeout). Whatever a stage prints (its progress lines) reaches the task as clean lines: tqdm's
 carriage returns and terminal escape codes are removed, so Prefect logs one line per message.
 
-This module imports only the standard library (and :mod:`gavil.errors`): it is also the child's
-entry point (``python -m flows.hosts``), which must start fast.
+This module imports only the standard library (and :mod:`gavil.errors`, :mod:`gavil.pipeline.parallel`,
+which do too): it is also the child's entry point (``python -m flows.hosts``), which must start fast.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gavil.errors import GavilError
+from gavil.pipeline.parallel import thread_env
 
 DONE = "\x1egavil-stage-process-done"  # sentinel line: the call's result file is written
 IDLE_EXIT_S = 900.0
@@ -70,11 +71,13 @@ def clean(text: str) -> str:
 class StageProcess:
     """One child process serving calls one at a time (see the module docstring)."""
 
-    def __init__(self, cwd: str, generation: int = 0) -> None:
-        self.cwd, self.generation = cwd, generation
+    def __init__(self, cwd: str, generation: int = 0, threads: int | None = None) -> None:
+        self.cwd, self.generation, self.threads = cwd, generation, threads
         self._dir = tempfile.TemporaryDirectory(prefix="gavil-stage-")
         self._calls = itertools.count()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if threads is not None:  # its share of the cores, before it loads NumPy or torch
+            env |= thread_env(threads)
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-m", "flows.hosts"],
             cwd=cwd,
@@ -184,15 +187,15 @@ class _Pool:
             self.limit = max(1, limit)
             self.slots = threading.BoundedSemaphore(self.limit)
 
-    def take(self, cwd: str) -> StageProcess:
+    def take(self, cwd: str, threads: int | None = None) -> StageProcess:
         with self.lock:
             while self.idle:
                 p = self.idle.pop()
-                if p.alive() and p.cwd == cwd:
+                if p.alive() and p.cwd == cwd and p.threads == threads:
                     return p
                 p.kill()
             generation = self.generation
-        return StageProcess(cwd, generation)
+        return StageProcess(cwd, generation, threads)
 
     def give(self, p: StageProcess) -> None:
         with self.lock:
@@ -213,7 +216,7 @@ _POOL = _Pool()
 
 
 def configure(limit: int) -> None:
-    """At most ``limit`` stage processes at once (default: one per core)."""
+    """At most ``limit`` stage processes at once in this process (default: one per core)."""
     _POOL.configure(limit)
 
 
@@ -228,8 +231,12 @@ def run_in_process(
     timeout: float | None = None,
     sink: Callable[[str], None] = print,
     what: str | None = None,
+    cwd: str | None = None,
+    threads: int | None = None,
 ) -> Any:
-    """``func(*args)`` in a stage process of this directory, stopped after ``timeout`` seconds.
+    """``func(*args)`` in a stage process running in ``cwd`` (default: this directory), stopped
+    after ``timeout`` seconds, with ``threads`` CPU threads
+    (:func:`gavil.pipeline.parallel.thread_env`; None: this process's environment decides).
 
     ``func`` is ``"module:function"``; arguments and result travel pickled. See
     :meth:`StageProcess.call` for what it raises.
@@ -237,7 +244,7 @@ def run_in_process(
     slots = _POOL.slots
     with slots:
         for attempt in (1, 2):
-            p = _POOL.take(os.getcwd())
+            p = _POOL.take(cwd or os.getcwd(), threads)
             try:
                 value = p.call(func, args, timeout, sink, what or func)
             except _NotStarted as e:

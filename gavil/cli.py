@@ -31,10 +31,16 @@ def _options(
 
 @app.command()
 def stage(
-    name: Annotated[str, typer.Argument(help="stage name, e.g. ingest_concepts")], params: str = "params.yaml"
+    name: Annotated[str, typer.Argument(help="stage name, e.g. ingest_concepts")],
+    params: str = "params.yaml",
+    processes: Annotated[
+        int | None,
+        typer.Option(min=1, help="at most this many worker processes for a partitioned stage (default: cores, memory)"),
+    ] = None,
 ) -> None:
     """Run one pipeline stage (this is what dvc.yaml calls); refused while dvc.yaml does not list the
-    params the stage reads (run `gavil dvc-yaml --write`)."""
+    params the stage reads (run `gavil dvc-yaml --write`). A partitioned stage runs its partitions on
+    as many worker processes as the cores and memory allow (params.yaml: parallel)."""
     from gavil.io import finite
     from gavil.params import load_params
     from gavil.pipeline.dvc import check_stage_params
@@ -44,7 +50,7 @@ def stage(
     spec(name)
     p = load_params(params)
     check_stage_params(name, p)
-    metrics = run_stage(name, p)
+    metrics = run_stage(name, p, processes=processes)
     typer.echo(f"{name}: " + json.dumps(finite(metrics), sort_keys=True, default=str))
 
 

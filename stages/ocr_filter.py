@@ -60,9 +60,10 @@ import pandas as pd
 from rapidfuzz import fuzz
 
 from gavil.errors import ParamsError
-from gavil.io import partitions, read_parquet, write_csv, write_parquet
+from gavil.io import read_parquet, write_csv, write_parquet
 from gavil.models.easyocr_reader import BatchReader, Detection, load_for_ocr, make_reader
 from gavil.pipeline import catalog
+from gavil.pipeline.parallel import partition
 from gavil.progress import progress
 from schemas.ocr import Ocr, OcrCache
 
@@ -326,7 +327,11 @@ def _lazy_reader(p: OcrParams) -> BatchReader:
     """A reader that loads the OCR engine (PP-OCR ~1 s, EasyOCR ~3 s) only when some image is not
     cached, once per process and settings."""
     if p.engine == "ppocr":
-        key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, p.threads)
+        from gavil.models.loading import thread_cap
+
+        cap = thread_cap()  # a worker process's share of the cores (processes x threads <= cores)
+        threads = min(p.threads, cap) if cap else p.threads
+        key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, threads)
     else:
         key = ("easyocr", p.batch_size, p.precision, p.device)
 
@@ -335,7 +340,7 @@ def _lazy_reader(p: OcrParams) -> BatchReader:
             if p.engine == "ppocr":
                 from gavil.models.ppocr import make_reader as make_ppocr
 
-                _READERS[key] = make_ppocr(p.ppocr_min_side, p.threads)
+                _READERS[key] = make_ppocr(p.ppocr_min_side, threads)
             else:
                 _READERS[key] = make_reader(p.batch_size, p.precision, p.device)
         return _READERS[key](images, canvas)
@@ -347,10 +352,17 @@ def _cache_path() -> str:
     return str(catalog.path("ocr_detections", "write"))
 
 
+#: The smallest automatic partition (concepts): a worker process pays ~5 s of imports and EasyOCR
+#: loading, which 32 images (0.3-4 s each on a CPU) repay; fewer concepts stay in one process.
+MIN_PARTITION = 32
+
+
 def plan(params: Params) -> list[list[str]]:
-    """Concepts with a crawled image, in partitions of ``ocr.partition_size``."""
+    """Concepts with a crawled image, sorted, in partitions of ``ocr.partition_size`` (None: sized
+    for the workers, :func:`gavil.pipeline.parallel.partition`, at least :data:`MIN_PARTITION`)."""
     images = catalog.read_table("images")
-    return partitions(sorted(images.loc[images["status"] == "ok", "concept"]), params.ocr.partition_size)
+    concepts = sorted(images.loc[images["status"] == "ok", "concept"])
+    return partition(concepts, params.ocr.partition_size, MIN_PARTITION)
 
 
 def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:

@@ -7,8 +7,9 @@ similarity; top-K with stable ties; Jaccard against the associations; fool-the-A
 ``100 - int(100 * J)`` (reference "Formulas"). Embeddings live in a persistent cache
 (``data/cache/embeddings.parquet``, :mod:`gavil.models.embeddings`): a re-run or new instances
 embed only new images and prompts. The embedding is partitioned (:func:`plan`: images, then
-prompts, ``score.partition_size`` each; :func:`work` embeds one partition), so the Prefect flow
-can map it over workers; :func:`reduce` only looks embeddings up and ranks.
+prompts, ``score.partition_size`` items each; :func:`work` embeds one partition), so ``gavil stage``
+runs it on every core and the Prefect flow maps it over workers; :func:`reduce` only looks
+embeddings up and ranks.
 
 Model and weights: the ``models`` entry ``score.model`` names (``models.rival``): its
 ``weights_path``, else the local cache, else a download (if allowed and the host answers). With
@@ -29,10 +30,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 import pandas as pd
 
 from gavil.domain.winogavil import prompt_for_cue
-from gavil.io import partitions
 from gavil.models.embeddings import Cache, score_instances
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.pipeline import catalog
+from gavil.pipeline.parallel import partition
 from schemas.ocr import accepted_images
 from schemas.scores import Scores
 
@@ -75,16 +76,24 @@ def _cache_path() -> str:
     return str(catalog.path("embeddings", "write"))
 
 
+#: The smallest automatic partition (images and prompts): a worker process pays ~5 s of imports
+#: and loading the model, which 128 items (4 batches of 32; RN50 on a CPU: ~0.1 s an image) repay.
+MIN_PARTITION = 128
+
+
 def plan(params: Params) -> list[dict[str, Any]]:
-    """The embedding work of the stage, in partitions the Prefect flow maps (on Dask if asked).
+    """The embedding work of the stage, in partitions ``gavil stage`` runs on its worker processes
+    and the Prefect flow maps (on Dask if asked).
 
     Returns:
-        ``{"kind": "image", "items": [(sha256, path), ...]}`` for the candidate images of the ok
-        instances, then ``{"kind": "text", "items": [prompt, ...]}`` for the prompts of the instances
-        whose candidates all have an accepted image (the only ones :func:`reduce` scores); each
-        sorted and cut into ``score.partition_size`` items. A prompt costs a sizeable fraction of an
-        image with RN50 on a CPU (docs/benchmarks.md), too much to leave to the one reduce task,
-        so prompts are partitioned too. Always at least one partition.
+        Partitions ``{"images": [(sha256, path), ...], "prompts": [prompt, ...]}``: the candidate
+        images of the ok instances (sorted), then the prompts of the instances whose candidates all
+        have an accepted image (the only ones :func:`reduce` scores; sorted), cut in that order into
+        ``score.partition_size`` items (None: sized for the workers,
+        :func:`gavil.pipeline.parallel.partition`, at least :data:`MIN_PARTITION`); a partition may
+        end the images and start the prompts. A prompt costs a sizeable fraction of an image with
+        RN50 on a CPU (docs/benchmarks.md), too much to leave to the one reduce task, so prompts are
+        partitioned too. Always at least one partition.
     """
     p = params.score
     instances, images = _inputs()
@@ -96,23 +105,26 @@ def plan(params: Params) -> list[dict[str, Any]]:
             if all(c in images for c in cands)
         }
     )
-    parts = [{"kind": "image", "items": chunk} for chunk in partitions(shas, p.partition_size) if chunk]
-    parts += [{"kind": "text", "items": chunk} for chunk in partitions(prompts, p.partition_size) if chunk]
-    return parts or [{"kind": "image", "items": []}]
+    items: list[tuple[str, Any]] = [("image", s) for s in shas] + [("text", t) for t in prompts]
+    return [
+        {"images": [x for k, x in chunk if k == "image"], "prompts": [x for k, x in chunk if k == "text"]}
+        for chunk in partition(items, p.partition_size, MIN_PARTITION)
+    ]
 
 
 def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
-    """Embed one partition's images or prompts missing from the cache; returns new cache rows
+    """Embed one partition's images and prompts missing from the cache (images first, each in sorted
+    order, in batches of the entry's ``batch_size``); returns new cache rows
     (:class:`schemas.embeddings.EmbeddingCache` dicts). No weights: nothing to embed.
 
     Raises:
-        ValueError: a partition of unknown kind (not made by :func:`plan`).
+        ValueError: a partition not made by :func:`plan` (other keys than ``images`` and ``prompts``).
     """
     p = params.score
-    kind, items = part["kind"], part["items"]
-    if kind not in ("image", "text"):
-        raise ValueError(f"score_candidates partition of kind {kind!r}: expected image or text")
-    if not items:
+    if not isinstance(part, dict) or set(part) != {"images", "prompts"}:
+        keys = sorted(part) if isinstance(part, dict) else type(part).__name__
+        raise ValueError(f"score_candidates partition with keys {keys}: expected images and prompts (from plan)")
+    if not part["images"] and not part["prompts"]:
         return []
     rival = params.models[p.model]
     try:
@@ -120,12 +132,11 @@ def work(params: Params, part: dict[str, Any]) -> list[dict[str, Any]]:
     except WeightsUnavailable:
         return []  # reduce() decides (no_weights rows or an error)
     cache = Cache([_cache_path()], None)
-    key = model.cache_key(kind)
-    if kind == "image":
+    if part["images"]:
         assert model.embed_images is not None
-        cache.ensure(key, {sha: path for sha, path in items}, model.embed_images)
-    else:
-        cache.ensure(key, {prompt: prompt for prompt in items}, model.embed_texts)
+        cache.ensure(model.cache_key("image"), {sha: path for sha, path in part["images"]}, model.embed_images)
+    if part["prompts"]:
+        cache.ensure(model.cache_key("text"), {prompt: prompt for prompt in part["prompts"]}, model.embed_texts)
     return cache.new_rows()
 
 

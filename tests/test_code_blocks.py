@@ -84,6 +84,9 @@ def _run_elsewhere(page: str, lang: str, text: str) -> str | None:
         return ".ci/run (benchmarks/first_run.py and the test command)"
     if lang == "bash" and cmds and all(f"\n{c}" in "\n" + (ROOT / ".ci/run").read_text() for c in cmds):
         return ".ci/run"
+    if page == "docs/prefect.md" and lang == "bash" and "dask scheduler" in text:
+        assert "docs_block()" in (ROOT / "tests/test_cluster.py").read_text()
+        return "tests/test_cluster.py"
     if page == "README.md" and lang == "python":
         assert (
             '_readme_block("python", \'load_dataset("data/export/dataset"'

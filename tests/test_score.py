@@ -326,17 +326,16 @@ def test_partitions_embed_every_image_and_prompt_so_reduce_embeds_nothing(in_tmp
 
     parts = score_candidates.plan(params)
     by_path = sorted((sha[c], f"/imgs/{c}.png") for c in concepts)
-    # 6 candidate images in parts of 4, then the prompts of the two instances whose images all exist
+    # 6 candidate images, then the prompts of the two instances whose images all exist, in parts of 4
     assert parts == [
-        {"kind": "image", "items": by_path[:4]},
-        {"kind": "image", "items": by_path[4:]},
-        {"kind": "text", "items": ["A space", "An ocean"]},
+        {"images": by_path[:4], "prompts": []},
+        {"images": by_path[4:], "prompts": ["A space", "An ocean"]},
     ]
     calls: list[list[str]] = []
     monkeypatch.setattr(score_candidates, "load_model", lambda spec, opt: fake_model(calls=calls))
     results = [score_candidates.work(params, part) for part in parts]
     assert calls == [[p for _, p in by_path[:4]], [p for _, p in by_path[4:]], ["A space", "An ocean"]]
-    with pytest.raises(ValueError, match="kind 'audio'"):
+    with pytest.raises(ValueError, match="expected images and prompts"):
         score_candidates.work(params, {"kind": "audio", "items": ["x"]})
 
     def refuse(keys):

@@ -50,6 +50,7 @@ from gavil.params.instances import InstancesParams
 from gavil.params.models import ModelsParams
 from gavil.params.ocr import OcrParams
 from gavil.params.paper import PaperParams
+from gavil.params.parallel import ParallelParams
 from gavil.params.prefect import PrefectParams
 from gavil.params.profanity import ProfanityParams
 from gavil.params.score import ScoreParams
@@ -76,6 +77,7 @@ class Params(Section):
     adversarial_filter: AdversarialFilterParams = AdversarialFilterParams()
     aflite: AfliteParams = AfliteParams()
     paper: PaperParams = PaperParams()
+    parallel: ParallelParams = ParallelParams()
     prefect: PrefectParams = PrefectParams()
     game: GameParams = GameParams()
 

@@ -39,7 +39,7 @@ class CrawlParams(Section):
     urllist_path: str = "data/sample/winogavil/image2url.json"
     top_n: PosInt = 3
     threads: PosInt = runtime_field(8)
-    partition_size: PosInt = runtime_field(500)
+    partition_size: PosInt | None = runtime_field(None)  # concepts; None: 4 per worker, >= 50 concepts each
     timeout_s: Annotated[float, Field(gt=0)] = 10
     deadline_s: Annotated[float, Field(gt=0)] = 120  # s: a whole fetch (all hops, retries, waits, headers, body)
     retries: NonNegInt = 3

@@ -33,6 +33,9 @@ class OcrParams(Section):
     # easyocr: 1: on this 2-core CPU (bf16), 8 same-shaped images at once took 1.11-1.18x as long per
     # image (benchmarks/ocr_batch.py); 2 and 4, fp32 and GPUs were not measured
     batch_size: PosInt = runtime_field(1)
-    # ppocr: ONNX Runtime intra-op threads per process (the readings are the same for any number)
+    # ppocr: ONNX Runtime intra-op threads per process, capped by the process's share of the cores
+    # (OMP_NUM_THREADS, set for worker processes: gavil/pipeline/parallel.py); same readings for any number
     threads: PosInt = runtime_field(2)
-    partition_size: PosInt = runtime_field(500)
+    # concepts per partition; None: enough partitions for 4 per worker, at least 32 concepts each
+    # (stages/ocr_filter.py MIN_PARTITION; gavil/pipeline/parallel.py)
+    partition_size: PosInt | None = runtime_field(None)

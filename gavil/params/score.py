@@ -13,4 +13,5 @@ class ScoreParams(Section):
 
     model: str = "rival"  # a models entry (open_clip): the rival; its precision/device are the entry's
     require_weights: bool = False  # true: fail instead of writing no_weights rows
-    partition_size: PosInt = runtime_field(200)  # images or prompts per partition (Prefect flow)
+    # images or prompts per partition; None: 4 per worker, >= 128 items each (gavil/pipeline/parallel.py)
+    partition_size: PosInt | None = runtime_field(None)

@@ -193,6 +193,7 @@ STAGES: tuple[StageSpec, ...] = (
             "cue_image_pairs",
         ),
         params=("evaluate", "paper"),  # with the entries of evaluate.models and paper.text_models
+        partitioned=True,  # by model (stages/evaluate/spread.py)
         external=(
             "${evaluate.release_predictions_dir}",
             "${paper.release_dir}/${paper.captions_file}",

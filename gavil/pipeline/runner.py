@@ -1,6 +1,10 @@
 """Running a stage: the same ``run_stage`` / ``plan_stage`` / ``work_stage`` / ``reduce_stage`` calls for
 ``gavil stage NAME`` (what ``dvc repro`` runs) and the Prefect flow's tasks (:mod:`flows.build`).
 
+``run_stage(name, processes=None)`` (``gavil stage``) runs a partitioned stage's partitions on worker
+processes of this machine, as many as its cores and memory allow (:mod:`gavil.pipeline.parallel`);
+with the default ``processes=1`` every partition runs in this process, one after another.
+
 The stage module ``stages.<name>`` is imported by name. While it runs, the catalog refuses reads and
 writes its spec (:mod:`gavil.pipeline.registry`) does not declare; its metrics go to
 ``data/metrics/details/<name>.json`` and their summary to ``data/metrics/<name>.json``
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -81,14 +86,24 @@ def _params(params: str | os.PathLike | Params) -> Params:
     return params if isinstance(params, Params) else load_params(params)
 
 
-def run_stage(name: str, params: str | os.PathLike | Params = "params.yaml") -> dict[str, Any]:
+def run_stage(
+    name: str, params: str | os.PathLike | Params = "params.yaml", processes: int | None = 1
+) -> dict[str, Any]:
     """Run one stage in the current directory (the project root); returns its metrics (written
     to ``data/metrics/details/<name>.json``, their summary to ``data/metrics/<name>.json``) with
     ``seconds`` (wall clock, also written to ``data/metrics/timings/<name>.json``).
 
+    Args:
+        processes: for a partitioned stage, at most this many worker processes (None: as many as
+            the cores and memory allow, :func:`run_partitioned`); 1 runs every partition in this
+            process. The outputs are the same bytes either way.
+
     Raises:
         UnknownStage, gavil.errors.ParamsError, gavil.pipeline.catalog.MissingInput: see their docs.
+        gavil.pipeline.parallel.WorkerDied: a worker process ended in the middle of a partition.
     """
+    if spec(name).partitioned and processes != 1:
+        return run_partitioned(name, params, processes)
     module, p = _module(name), _params(params)
     with _running(name):
         metrics = _timed(lambda: _finish(name, module.run(p)))
@@ -96,11 +111,66 @@ def run_stage(name: str, params: str | os.PathLike | Params = "params.yaml") -> 
     return metrics
 
 
-def plan_stage(name: str, params: str | os.PathLike | Params = "params.yaml") -> list[Any]:
-    """A partitioned stage's partitions (run in the project root)."""
+def concurrent(name: str, params: Params) -> bool:
+    """Whether a partitioned stage's partitions may run at the same time (its module's
+    ``concurrent(params)``; True where it has none)."""
+    check = getattr(_module(name), "concurrent", None)
+    return True if check is None else bool(check(params))
+
+
+def run_partitioned(
+    name: str, params: str | os.PathLike | Params = "params.yaml", processes: int | None = None
+) -> dict[str, Any]:
+    """Run a partitioned stage with its partitions on worker processes (``gavil stage``).
+
+    Plans the partitions for the workers this machine can take (:func:`gavil.pipeline.parallel.budget`:
+    cores, ``parallel.processes`` or ``processes``, memory at ``parallel.worker_memory_mb.<name>`` each),
+    runs them on that many spawned processes (never more than the partitions) with
+    ``cores // processes`` threads each, then reduces them here in plan order. One partition (a small
+    input), one core, or a stage whose partitions must not overlap (``concurrent``) runs in this
+    process. Prints one line saying how. Returns the metrics (as :func:`run_stage`).
+    """
+    from gavil.pipeline import parallel
+
     module, p = _module(name), _params(params)
-    with _running(name):
+    memory = float(getattr(p.parallel.worker_memory_mb, name))
+    available = parallel.available_mb()
+    limits = [x for x in (processes, p.parallel.processes) if x is not None]
+    limit = min(limits) if limits else None
+    budget = parallel.budget(memory, limit, p.parallel.memory_fraction, available=available)
+    workers = budget.workers if concurrent(name, p) else 1
+    started_at = time.time()
+    with _running(name), parallel.planning_for(workers):
+        parts = module.plan(p)
+    n = min(workers, len(parts))
+    threads = parallel.threads_per_process(n, budget.cores)
+    how = f"{n} worker processes x {threads} thread(s)" if n > 1 else "this process"
+    print(f"{name}: {len(parts)} partition(s) on {how}; {budget.describe(memory, available)}", file=sys.stderr)
+    if n > 1:
+        results = parallel.map_spawned(work_stage, [(name, part, p) for part in parts], n, threads)
+    else:
+        with _running(name):
+            results = [module.work(p, part) for part in parts]
+    return reduce_stage(name, results, p, started_at=started_at, processes=n)
+
+
+def plan_stage(name: str, params: str | os.PathLike | Params = "params.yaml", workers: int | None = None) -> list[Any]:
+    """A partitioned stage's partitions (run in the project root), automatic partition sizes planned
+    for ``workers`` workers (:func:`gavil.pipeline.parallel.partition`; None: one)."""
+    from gavil.pipeline import parallel
+
+    module, p = _module(name), _params(params)
+    with _running(name), parallel.planning_for(workers):
         return module.plan(p)
+
+
+def plan_partitions(
+    name: str, params: str | os.PathLike | Params = "params.yaml", workers: int | None = None
+) -> dict[str, Any]:
+    """``{"parts": plan_stage(...), "concurrent": concurrent(...)}``: what the Prefect flow maps, and
+    whether its partitions may run at the same time (a web crawl's run one after another)."""
+    p = _params(params)
+    return {"parts": plan_stage(name, p, workers), "concurrent": concurrent(name, p)}
 
 
 def work_stage(name: str, part: Any, params: str | os.PathLike | Params = "params.yaml") -> Any:
@@ -111,7 +181,11 @@ def work_stage(name: str, part: Any, params: str | os.PathLike | Params = "param
 
 
 def reduce_stage(
-    name: str, results: list[Any], params: str | os.PathLike | Params = "params.yaml", started_at: float | None = None
+    name: str,
+    results: list[Any],
+    params: str | os.PathLike | Params = "params.yaml",
+    started_at: float | None = None,
+    processes: int | None = None,
 ) -> dict[str, Any]:
     """Finish a partitioned stage from its partitions' results; returns its metrics.
 
@@ -120,6 +194,7 @@ def reduce_stage(
             then the whole stage (plan, the partitions, reduce) on the wall clock, and
             ``reduce_seconds`` the reduce alone. Without it ``seconds`` is the reduce alone.
             ``seconds`` and ``partitions`` are also written to ``data/metrics/timings/<name>.json``.
+        processes: the worker processes the partitions ran on (``gavil stage``), for the timings file.
     """
     module, p = _module(name), _params(params)
     with _running(name):
@@ -127,5 +202,6 @@ def reduce_stage(
     if started_at is not None:
         metrics["reduce_seconds"] = metrics["seconds"]
         metrics["seconds"] = round(time.time() - started_at, 3)
-    write_timing(name, metrics["seconds"], partitions=len(results))
+    extra = {"processes": processes} if processes is not None else {}
+    write_timing(name, metrics["seconds"], partitions=len(results), **extra)
     return metrics

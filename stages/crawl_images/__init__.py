@@ -38,6 +38,6 @@ Outputs: catalog ``candidates`` (:class:`schemas.crawl.Candidates`, every candid
 ``duplicate``, ``opted_out``, ``refused_url`` or ``all_rejected`` - mixed failures - with reasons).
 """
 
-from stages.crawl_images.stage import crawl, plan, reduce, run, work
+from stages.crawl_images.stage import concurrent, crawl, plan, reduce, run, work
 
-__all__ = ["crawl", "plan", "reduce", "run", "work"]
+__all__ = ["concurrent", "crawl", "plan", "reduce", "run", "work"]

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from gavil.io import partitions
 from gavil.pipeline import catalog
+from gavil.pipeline.parallel import partition
 from gavil.progress import progress
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.icrawler_glue import CrawlRun
@@ -30,10 +30,25 @@ if TYPE_CHECKING:
     from gavil.params import Params
 
 
+#: The smallest automatic partition (concepts): a worker process pays ~2 s of imports, which
+#: validating 50 concepts' local files (decode, perceptual hash) repays.
+MIN_PARTITION = 50
+
+
 def plan(params: Params) -> list[list[str]]:
-    """The ok concepts of ``concept_filter``, sorted, in partitions of ``crawl.partition_size``."""
+    """The ok concepts of ``concept_filter``, sorted, in partitions of ``crawl.partition_size``
+    (None: sized for the workers, :func:`gavil.pipeline.parallel.partition`, at least
+    :data:`MIN_PARTITION`)."""
     cf = catalog.read_table("concept_filter")
-    return partitions(sorted(cf.loc[cf["status"] == "ok", "concept"]), params.crawl.partition_size)
+    return partition(sorted(cf.loc[cf["status"] == "ok", "concept"]), params.crawl.partition_size, MIN_PARTITION)
+
+
+def concurrent(params: Params) -> bool:
+    """Whether partitions may run at the same time: only for ``crawl.source: local``. The politeness
+    limits (``crawl.per_host``: connections at once, delay between request starts) hold within one
+    process, so a web crawl's partitions run one after another (its downloader threads,
+    ``crawl.threads``, overlap the waits on the network)."""
+    return CrawlConfig.from_params(params.crawl).source == "local"
 
 
 def work(params: Params, concepts: list[str]) -> dict[str, int]:

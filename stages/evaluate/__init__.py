@@ -17,7 +17,11 @@ present; anything new goes to this stage's own cache. Models without weights get
 ``no_weights`` rows and null means; untrained models are labelled as such everywhere.
 
 The paper's other analyses (Tables 5-7, published numbers, ``paper.tie_break``) live in
-:mod:`stages.evaluate.paper` and its sibling modules; ``run`` calls them in two lines.
+:mod:`stages.evaluate.paper` and its sibling modules; ``reduce`` calls them in two lines.
+
+Partitioned by model (:mod:`stages.evaluate.spread`): ``gavil stage evaluate`` and the Prefect flow
+embed for the open_clip models in parallel where each has enough to do; ``reduce`` then scores every
+model from the cache, so the outputs are the same bytes however the models were spread.
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard, 
 from gavil.errors import MissingInput
 from gavil.io import atomic_path
 from gavil.models.embeddings import Cache, score_instances
-from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.models.loading import ModelSpec
 from gavil.pipeline import catalog
 from gavil.progress import step
 from schemas.evaluate import EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
-from stages.evaluate import paired, paper
+from stages.evaluate import paired, paper, spread
 from stages.evaluate.published import rerank
 
 if TYPE_CHECKING:
@@ -273,37 +277,55 @@ def _save(fig: Any, path: str) -> None:
         fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})
 
 
+def _inputs() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, tuple[str, str]]]:
+    selection = catalog.read_table("selection")
+    return selection, benchmark_instances(selection), accepted_images(catalog.read_table("ocr"))
+
+
+def plan(params: Params) -> list[dict[str, list[str]]]:
+    """The models' embedding work in partitions ``{"models": [names]}`` (:func:`stages.evaluate.spread.plan`:
+    an open_clip model with enough to embed gets its own when there are workers to share them)."""
+    _, inst, images = _inputs()
+    return spread.plan(params, inst, images)
+
+
+def work(params: Params, part: dict[str, list[str]]) -> dict[str, Any]:
+    """Load one partition's models and embed what scoring the benchmark needs (:func:`stages.evaluate.spread.work`)."""
+    _, inst, images = _inputs()
+    return spread.work(params, part, inst, images, [catalog.path(n) for n in catalog.EMBEDDING_CACHES])
+
+
 def run(params: Params) -> Metrics:
-    """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots.
+    """Stage entry point: selection + images + model list -> predictions, evaluation, Table 4, plots
+    (:func:`plan`, :func:`work` and :func:`reduce` in this process)."""
+    return reduce(params, [work(params, part) for part in plan(params)])
+
+
+def reduce(params: Params, results: list[dict[str, Any]]) -> Metrics:
+    """Score every model from the partitions' embeddings, then everything else of the stage.
 
     Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
     check (computed vs published), embeddings used. Names each step for the stage's heartbeat (a line at
     least every 10 s: :class:`gavil.progress.Heartbeat`, which the runner starts)."""
-    return _run(params)
+    return _run(params, results)
 
 
-def _run(params: Params) -> Metrics:
+def _run(params: Params, results: list[dict[str, Any]]) -> Metrics:
     p = params.evaluate
     step("reading the selection")
     specs = [ModelSpec.of(name, params.models[name]) for name in p.models]
-    selection = catalog.read_table("selection")
-    inst = benchmark_instances(selection)
-    images = accepted_images(catalog.read_table("ocr"))
+    selection, inst, images = _inputs()
     cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("eval_embeddings", "write"))
+    loaded: dict[str, dict[str, Any]] = {}
+    for r in results:
+        cache.add_rows(r["rows"])
+        loaded |= r["models"]
     frames, status, shas = [], {}, {}
     rand = np.array(
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
     )
     for spec in specs:
-        step(f"loading {spec.name}")
-        try:
-            model, reason = load_model(spec, RuntimeOptions.of(params.models[spec.name])), None
-        except WeightsUnavailable as e:
-            model, reason = None, e.reason  # a fixed sentence; the machine's cause goes to the log only
-            print(
-                f"evaluate: {spec.name}: NO WEIGHTS - its rows are no_weights with null scores. {e.log_text()}",
-                file=sys.stderr,
-            )
+        model, reason = spread.stand_in(spec, loaded[spec.name])
         step(f"scoring {len(inst)} instances with {spec.name}")
         scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
         status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")

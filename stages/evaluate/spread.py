@@ -1,0 +1,135 @@
+"""The evaluated models' embedding work, spread over workers (the stage's ``plan`` / ``work``).
+
+Scoring the benchmark with one model is independent of every other model: :func:`plan` gives each
+open_clip model of ``evaluate.models`` with at least :data:`MIN_PARTITION` embeddings to compute a
+partition of its own (when there are workers to share them and at least two such models; otherwise
+one partition holds every model, run in one process), :func:`work` loads a partition's models and
+embeds what scoring the benchmark with each needs, and the stage's ``reduce`` scores every model
+from the cache alone (:func:`stand_in`: a model that refuses to embed), exactly as one process
+would. The embeddings are the same either way: the cache embeds a model's missing keys in sorted
+order, in one call, wherever that call runs.
+
+The Table 7 text baselines and Table 5's classifiers (:mod:`stages.evaluate.paper`) stay in
+``reduce``: they share one text model with the rest of the paper's analyses, and their work is
+small next to the image models'.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from gavil.domain.winogavil import cue_key, prompt_for_cue
+from gavil.models.embeddings import Cache, score_instances
+from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.pipeline.parallel import planned_workers
+from gavil.progress import step
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gavil.params import Params
+
+#: The fewest embeddings that earn a model a partition (and a worker process) of its own: a worker
+#: pays ~5 s of imports and loading the model, which 128 images (4 batches of 32; RN50 on a CPU:
+#: ~0.1 s an image) repay.
+MIN_PARTITION = 128
+
+
+def embeddings_needed(spec: ModelSpec, inst: pd.DataFrame, images: dict[str, tuple[str, str]]) -> int:
+    """How many embeddings scoring ``inst`` with ``spec`` asks the cache for (cached ones included):
+    a text model's candidate words and cues; an open_clip model's accepted images and prompts of the
+    instances whose candidates all have one (:func:`gavil.models.embeddings.score_instances`)."""
+    if spec.kind == "text":
+        words = {c for cands in inst["candidates"] for c in cands}
+        return len(words | {cue_key(cue) for cue in inst["cue"]})
+    scorable = [(cue, cands) for cue, cands in zip(inst["cue"], inst["candidates"]) if all(c in images for c in cands)]
+    shas = {images[c][0] for _, cands in scorable for c in cands}
+    return len(shas) + len({prompt_for_cue(cue) for cue, _ in scorable})
+
+
+def plan(params: Params, inst: pd.DataFrame, images: dict[str, tuple[str, str]]) -> list[dict[str, list[str]]]:
+    """Partitions ``{"models": [names]}`` of ``evaluate.models`` (see the module docstring)."""
+    names = list(params.evaluate.models)
+    specs = {n: ModelSpec.of(n, params.models[n]) for n in names}
+    heavy = [
+        n for n in names if specs[n].kind == "open_clip" and embeddings_needed(specs[n], inst, images) >= MIN_PARTITION
+    ]
+    if planned_workers() <= 1 or len(heavy) < 2:
+        return [{"models": names}]
+    rest = [n for n in names if n not in heavy]
+    return [{"models": [n]} for n in heavy] + ([{"models": rest}] if rest else [])
+
+
+def work(
+    params: Params,
+    part: dict[str, list[str]],
+    inst: pd.DataFrame,
+    images: dict[str, tuple[str, str]],
+    cache_paths: Sequence[Any],
+) -> dict[str, Any]:
+    """Load the partition's models and embed what scoring ``inst`` needs (cache files
+    ``cache_paths`` read first, nothing written).
+
+    Returns:
+        ``{"models": {name: {"weights_id", "untrained", "numerics", "weights_sha256"} or
+        {"reason": the fixed no-weights sentence}}, "rows": new cache rows}``
+        (:meth:`gavil.models.embeddings.Cache.new_rows`).
+
+    Raises:
+        ValueError: a partition not made by :func:`plan` (no ``models`` list of evaluate.models).
+    """
+    names = part.get("models") if isinstance(part, dict) else None
+    if not isinstance(names, list) or not set(names) <= set(params.evaluate.models):
+        raise ValueError(f"evaluate partition {part!r}: expected {{'models': [names of evaluate.models]}} (from plan)")
+    cache = Cache(cache_paths, None)
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        spec = ModelSpec.of(name, params.models[name])
+        step(f"loading {name}")
+        try:
+            model = load_model(spec, RuntimeOptions.of(params.models[name]))
+        except WeightsUnavailable as e:
+            out[name] = {"reason": e.reason}  # a fixed sentence; the machine's cause goes to the log only
+            print(
+                f"evaluate: {name}: NO WEIGHTS - its rows are no_weights with null scores. {e.log_text()}",
+                file=sys.stderr,
+            )
+            continue
+        step(f"embedding for {len(inst)} instances with {name}")
+        score_instances(inst, model, images, cache)
+        out[name] = {
+            "weights_id": model.weights_id,
+            "untrained": model.untrained,
+            "numerics": model.numerics,
+            "weights_sha256": model.weights_sha256,
+        }
+    return {"models": out, "rows": cache.new_rows()}
+
+
+def _refuse(what: str) -> Any:
+    def embed(keys: Sequence[str]) -> np.ndarray:
+        raise RuntimeError(f"evaluate: {what} asked to embed {len(keys)} item(s) in reduce: its partition embeds them")
+
+    return embed
+
+
+def stand_in(spec: ModelSpec, info: dict[str, Any]) -> tuple[LoadedModel | None, str | None]:
+    """The model :func:`work` loaded, as far as scoring from the cache needs it (its embedders
+    refuse to run), or (None, the no-weights reason)."""
+    if "reason" in info:
+        return None, str(info["reason"])
+    images = _refuse(f"{spec.name} (images)") if spec.kind == "open_clip" else None
+    model = LoadedModel(
+        spec,
+        info["weights_id"],
+        bool(info["untrained"]),
+        images,
+        _refuse(f"{spec.name} (texts)"),
+        info["numerics"],
+        info["weights_sha256"],
+    )
+    return model, None
