@@ -174,7 +174,8 @@ def aflite(
     """AfLite over instances (see the module docstring).
 
     Args:
-        x: (pair rows, features) float32, rows as ``lay.rows`` index them.
+        x: (pair rows, features) float64 (float32 runs too, faster, but its top-K
+            credits can flip at near-ties between BLAS kernels), rows as ``lay.rows`` index them.
         lay: the instances' candidates (:class:`gavil.models.features.Layout`), one row per instance.
         ids: instance ids (str, unique), the same order as ``lay``. concepts: each instance's candidates.
         threads: BLAS threads of the batched solver. x_gram: optional

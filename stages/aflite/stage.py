@@ -65,14 +65,15 @@ def _features(
     planted: np.ndarray | None = None,
     p: AfliteParams | None = None,
 ) -> np.ndarray:
-    """(pair rows, width) float32 pair features of ``sel``'s instances (rows in ``sel``'s order,
+    """(pair rows, width) float64 pair features of ``sel``'s instances (rows in ``sel``'s order,
     candidates in list order); with ``planted`` instances (and ``lay``, ``p``), the ``plant``
     column appended (:func:`plant_feature`)."""
     cues = np.stack([cue_vecs[cue_key(c)] for c, cs in zip(sel["cue"], sel["candidates"]) for _ in cs])
     cands = np.stack([cand_vecs[c] for cs in sel["candidates"] for c in cs])
-    # float32: AfLite's batched fits run their GEMMs in the features' dtype (twice as fast as float64); what it
-    # stores are top-K credits (ratios of set sizes), which float32 noise can move only at an exact near-tie
-    x = pair_features(cues, cands, probe).astype(np.float32)
+    # float64: AfLite's batched fits run their GEMMs in the features' dtype. In float32 another OpenBLAS kernel
+    # (OPENBLAS_CORETYPE=Sandybridge vs SkylakeX) flipped two of the sample's near-tied top-K credits
+    # (0.49 -> 0.51); in float64 every kernel and thread count gave the same table, for ~1.2x the time
+    x = pair_features(cues, cands, probe).astype(np.float64)
     if planted is not None and lay is not None and p is not None and p.plant.fraction > 0:
         x = plant_feature(x, lay, planted, p.plant.strength)
     return x
