@@ -16,8 +16,10 @@ The generated project (a folder holding a copy of the code, ``dvc.yaml`` and ``p
 - **One web-sized JPEG per concept** (:mod:`benchmarks._web`: 500-1,600 px long side, 30-400 KB,
   photo detail and sensor noise), cached outside git under ``--image-cache``
   (``~/.cache/gavil-bench/web-seed<seed>``, one file per index, generated in parallel processes
-  the first time). ``--text-share`` (1 %) of the concepts get their photo with their own word
-  printed on a banner: OCR must reject those (the result says how many it did).
+  the first time). A concept's search finds ``--top-n`` (3) distinct photos, all served and crawled.
+  ``--text-share`` (5 %) of the concepts get their top photo with their own word printed on a
+  banner: OCR must reject those and take the next one (the result says how many it did);
+  ``--unrelated-share`` (5 %) get another concept's word printed on it: OCR must keep those.
 - The images are **served on loopback** by a separate keep-alive HTTP server process and
   crawled with ``crawl.source: urllist`` (``data/synth/urllist.json``: concept -> URL). Because
   the one host is 127.0.0.1: ``crawl.allow_private_hosts: true``, ``crawl.per_host.delay_s: 0``
@@ -115,8 +117,13 @@ def english_words(
     return cues, rng.sample(rest, min(n_others, len(rest)))
 
 
-def write_swow(path: Path, cues: list[str], others: list[str], rng: random.Random) -> int:
-    """strength.SWOW-EN.R123.csv: 20 cue responses + 10 non-cue responses per cue; returns rows."""
+def write_swow(path: Path, cues: list[str], others: list[str], rng: random.Random, short_first: bool = True) -> int:
+    """strength.SWOW-EN.R123.csv: 20 cue responses + 10 non-cue responses per cue; returns rows.
+
+    With ``short_first`` the shortest responses get the highest counts, so the SWOW-baseline
+    associations (a cue's strongest responses) are short words among distractors of any length: a
+    planted surface artifact that AF's judges (``k_shortest``, ``length``, ``surface``) see, so
+    ``adversarial_filter`` has real work at scale (it iterates until they are at chance)."""
     rows = 0
     with open(path, "w", newline="") as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
@@ -124,6 +131,8 @@ def write_swow(path: Path, cues: list[str], others: list[str], rng: random.Rando
         for cue in cues:
             responses = [r for r in rng.sample(cues, 21) if r != cue][:20] + rng.sample(others, 10)
             rng.shuffle(responses)
+            if short_first:
+                responses.sort(key=len)  # stable: ties keep the shuffled order
             counts = sorted((rng.randint(1, 40) for _ in responses), reverse=True)
             n = sum(counts) + rng.randint(0, 30)
             for r, c in zip(responses, counts):
@@ -221,9 +230,11 @@ def make_project(
     image_cache: Path,
     seed: int = 0,
     concrete_share: float = 0.5,
-    text_share: float = 0.01,
+    text_share: float = 0.05,
     precision: str | None = None,
     device: str | None = None,
+    unrelated_share: float = 0.05,
+    top_n: int = 3,
 ) -> dict[str, Any]:
     """Write the project into ``dest`` (see the module docstring); returns what was generated.
     ``precision`` (fp32 | bf16 | auto) and ``device`` (cpu | cuda | auto) replace OCR's and every
@@ -243,17 +254,27 @@ def make_project(
     synth.mkdir(parents=True)
     edges = write_swow(synth / "strength.SWOW-EN.R123.csv", cues, others, rng)
 
-    photos = cached_web_photos(image_cache, n_concepts, seed, procs=max(1, os.cpu_count() or 1))
+    photos = cached_web_photos(image_cache, n_concepts * top_n, seed, procs=max(1, os.cpu_count() or 1))
     (synth / "images").mkdir()
-    routes, with_text = {}, []
-    for i, (c, photo) in enumerate(zip(cues, photos)):
-        if rng.random() < text_share:
-            path = synth / "images" / f"text-{i:05d}.jpg"
-            path.write_bytes(text_photo(photo, c, rng))
-            with_text.append(c)
-        else:
-            path = photo
-        routes[c] = {"path": f"/img/{i:05d}.jpg", "file": str(path.resolve())}
+    routes, with_text, with_other = {}, [], []
+    for i, c in enumerate(cues):
+        files = []
+        for rank in range(top_n):  # the search's top_n results: distinct photos, all served
+            photo = photos[i * top_n + rank]
+            draw = rng.random()
+            if rank == 0 and draw < text_share:
+                path = synth / "images" / f"text-{i:05d}.jpg"
+                path.write_bytes(text_photo(photo, c, rng))
+                with_text.append(c)
+            elif rank == 0 and draw < text_share + unrelated_share:
+                other = cues[(i + 1 + rng.randrange(n_concepts - 1)) % n_concepts]  # another concept's word
+                path = synth / "images" / f"other-{i:05d}.jpg"
+                path.write_bytes(text_photo(photo, other, rng))
+                with_other.append(c)
+            else:
+                path = photo
+            files.append({"path": f"/img/{i:05d}-{rank}.jpg", "file": str(path.resolve())})
+        routes[c] = files
     (synth / "routes.json").write_text(json.dumps(routes))
     n_inst, n_solve = write_raw_batch(synth / "raw" / "batch-0001", cues, tasks, rng)
 
@@ -282,13 +303,17 @@ def make_project(
         "swow_edges": edges,
         "images": describe(photos) | {"source": f"benchmarks/_web.py seed {seed}, served on 127.0.0.1"},
         "images_with_text": len(with_text),
+        "images_with_unrelated_text": len(with_other),
+        "candidates_per_concept": top_n,
+        "swow": "synthetic strength.SWOW-EN.R123.csv; the strongest responses are the shortest words (a surface artifact AF's judges see)",
         "instances": n_inst,
         "solves": n_solve,
         "models": "rival, clip-rn50, clip-vit-b-32: random weights (pretrained null); text-minilm-l6: its weights",
         "precision": {"ocr": p["ocr"]["precision"], "rival": p["models"]["rival"]["precision"]},
         "device": {"ocr": p["ocr"]["device"], "rival": p["models"]["rival"]["device"]},
     }
-    (dest / "generated.json").write_text(json.dumps(generated | {"text_concepts": with_text}, indent=1))
+    extra = {"text_concepts": with_text, "unrelated_text_concepts": with_other}
+    (dest / "generated.json").write_text(json.dumps(generated | extra, indent=1))
     return generated
 
 
@@ -298,11 +323,9 @@ def serve_images(project: Path, timeout_s: float = 60) -> Any:
     does not listen within ``timeout_s``."""
     from benchmarks._web import start_file_server
 
-    routes = project / "data/synth/routes.json"
-    server, base = start_file_server(
-        {r["path"]: r["file"] for r in json.loads(routes.read_text()).values()}, timeout_s=timeout_s
-    )
-    urls = {c: base + r["path"] for c, r in json.loads(routes.read_text()).items()}
+    routes = json.loads((project / "data/synth/routes.json").read_text())
+    server, base = start_file_server({r["path"]: r["file"] for rs in routes.values() for r in rs}, timeout_s=timeout_s)
+    urls = {c: [base + r["path"] for r in rs] for c, rs in routes.items()}
     (project / "data/synth/urllist.json").write_text(json.dumps(urls))
     return server
 
@@ -442,19 +465,24 @@ def run_sequential(
 
 
 def text_image_fates(project: Path) -> dict[str, Any]:
-    """How OCR judged the concepts whose image shows their word: {shown, rejected_text, missed}."""
+    """How OCR judged the top photos with text: of the concepts whose top photo shows their own word, how
+    many it passed over (the concept took a later candidate or none: ``rejected_text``) and which it
+    kept (``missed``); of those whose top photo shows another word, which it wrongly passed over."""
     import pandas as pd
 
-    shown = set(json.loads((project / "generated.json").read_text())["text_concepts"])
-    ocr = pd.read_parquet(project / "data/ocr/ocr.parquet", columns=["concept", "status"])
-    fates = ocr[ocr["concept"].isin(shown)]
-    rejected = int((fates["status"] == "rejected_text").sum())
+    gen = json.loads((project / "generated.json").read_text())
+    ocr = pd.read_parquet(project / "data/ocr/ocr.parquet", columns=["concept", "status", "rank"])
+    first_kept = (ocr["status"] == "accepted") & (ocr["rank"] == 1)
+    own, other = set(gen["text_concepts"]), set(gen.get("unrelated_text_concepts", []))
+    mine, theirs = ocr[ocr["concept"].isin(own)], ocr[ocr["concept"].isin(other)]
     return {
-        "shown": len(shown),
-        "reached_ocr": len(fates),
-        "rejected_text": rejected,
-        "missed": sorted(fates.loc[fates["status"] != "rejected_text", "concept"]),
-        "rejected_without_text": int(((ocr["status"] == "rejected_text") & ~ocr["concept"].isin(shown)).sum()),
+        "own_word_shown": len(own),
+        "own_word_reached_ocr": len(mine),
+        "own_word_rejected": int((~first_kept[mine.index]).sum()),
+        "missed": sorted(mine.loc[first_kept[mine.index], "concept"]),
+        "other_word_shown": len(other),
+        "other_word_wrongly_rejected": sorted(theirs.loc[~first_kept[theirs.index], "concept"]),
+        "plain_photos_rejected": int((~first_kept & ~ocr["concept"].isin(own | other)).sum()),
     }
 
 
@@ -563,13 +591,82 @@ def pick_stages(names: list[str], only: str | None, start: str | None) -> list[s
     return names[names.index(start) :] if start else list(names)
 
 
+def run_dvc_repro(
+    base: Path, template: Path, generated: dict[str, Any], load_start: list[float], argv: str
+) -> dict[str, Any]:
+    """``dvc repro`` on a copy of the generated project (a git + DVC repository), the image server on
+    loopback throughout; per stage the runner's own timings (wall, CPU, peak RSS:
+    ``data/metrics/timings/<stage>.json``), the whole run's wall time and sampled peak memory of the
+    process tree, and a projection to more workers from the partitioned stages' share."""
+    project = base / "dvc"
+    if project.exists():
+        shutil.rmtree(project)
+    shutil.copytree(template, project)
+    env = _env()
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=project, env=env, check=True)
+    server = serve_images(project)
+    print(f"dvc repro in {project} (load {load_start}) ...", flush=True)
+    t0 = time.perf_counter()
+    try:
+        with TreeMemory() as mem, open(project / "repro.log", "w") as log:
+            rc = subprocess.run(
+                [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT
+            ).returncode
+    finally:
+        server.terminate()
+        server.join()
+    wall = time.perf_counter() - t0
+    from gavil.pipeline.registry import STAGES
+
+    rows = []
+    for s in STAGES:
+        f = project / "data/metrics/timings" / f"{s.name}.json"
+        t = json.loads(f.read_text()) if f.exists() else {}
+        rows.append({"stage": s.name, "partitioned": s.partitioned, **t})
+    parallel = sum(r.get("seconds", 0) for r in rows if r["partitioned"])
+    serial = sum(r.get("seconds", 0) for r in rows if not r["partitioned"])
+    cores = os.cpu_count() or 1
+    projection = {  # partitioned stages shared by w workers; the rest as measured (an upper bound on them)
+        str(w): round((serial + parallel * cores / w) / 60, 1) for w in (8, 32, 128)
+    }
+    result = {
+        "machine": machine(platform.processor() or ""),
+        "command": f"python benchmarks/scale.py {argv}",
+        "generated": generated,
+        "load_average_start": load_start,
+        "load_average_end": load_average(),
+        "dvc_repro": {
+            "exit_status": rc,
+            "wall_s": round(wall, 1),
+            "wall_min": round(wall / 60, 1),
+            "peak_tree_rss_mb_sampled": round(mem.peak_mb),
+            "stages": rows,
+            "serial_stage_s": round(serial, 1),
+            "partitioned_stage_s": round(parallel, 1),
+            "projected_min_with_workers": projection,
+            "text_images": text_image_fates(project) if (project / "data/ocr/ocr.parquet").exists() else None,
+        },
+        "targets": {"wall_min": "<= 45", "peak_memory_mb": "<= 8192"},
+    }
+    print(f"\n{'stage':22s} {'wall s':>9s} {'CPU s':>9s} {'peak MB':>8s}")
+    for r in rows:
+        print(f"{r['stage']:22s} {r.get('seconds', 0):9.1f} {r.get('cpu_seconds', 0):9.1f} {r.get('peak_rss_mb', 0):8}")
+    print(f"dvc repro: exit {rc}, {wall / 60:.1f} min wall (target <= 45), tree peak {mem.peak_mb:.0f} MB (<= 8192)")
+    print(f"projected with 8 / 32 / 128 workers: {projection} min (serial part {serial / 60:.1f} min)")
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concepts", type=int, default=12_000)
     ap.add_argument("--tasks", type=int, default=30_000, help="creation tasks; two instances (cues) each")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--concrete-share", type=float, default=0.5, help="share of concepts rated >= min_concreteness")
-    ap.add_argument("--text-share", type=float, default=0.01, help="share of images that show their own word")
+    ap.add_argument("--text-share", type=float, default=0.05, help="share of top images that show their own word")
+    ap.add_argument("--unrelated-share", type=float, default=0.05, help="share of top images with another word")
+    ap.add_argument("--top-n", type=int, default=3, help="photos each concept's search finds (all crawled)")
+    ap.add_argument("--dvc", action="store_true", help="run `dvc repro` on the project (what users run) instead")
     ap.add_argument(
         "--image-cache",
         type=Path,
@@ -615,12 +712,17 @@ def main() -> None:
             seed=args.seed,
             concrete_share=args.concrete_share,
             text_share=args.text_share,
+            unrelated_share=args.unrelated_share,
+            top_n=args.top_n,
             precision=args.precision,
             device=args.device,
         )
         generated["generate_s"] = round(time.perf_counter() - t0, 1)
         (base / "generated.json").write_text(json.dumps(generated, indent=1))
         print(f"generated in {generated['generate_s']} s: {generated}", flush=True)
+    if args.dvc:
+        write_result(args.out, run_dvc_repro(base, template, generated, load_start, " ".join(sys.argv[1:])))
+        return
     if not seq.exists():
         shutil.copytree(template, seq)
     progress_file = seq / "scale-progress.json"
