@@ -465,24 +465,35 @@ def run_sequential(
 
 
 def text_image_fates(project: Path) -> dict[str, Any]:
-    """How OCR judged the top photos with text: of the concepts whose top photo shows their own word, how
-    many it passed over (the concept took a later candidate or none: ``rejected_text``) and which it
-    kept (``missed``); of those whose top photo shows another word, which it wrongly passed over."""
+    """How OCR judged the photos: a concept's top photo (rank 1) shows its own word, another
+    concept's word or none. A top photo reaches OCR only if the crawl kept it (a near-duplicate of
+    another concept's photo is not kept); OCR passed over it when the concept's chosen image has a
+    later rank. Plain photos OCR rejected are counted from ``candidates_read`` (images OCR read
+    beyond the one it accepted)."""
     import pandas as pd
 
     gen = json.loads((project / "generated.json").read_text())
-    ocr = pd.read_parquet(project / "data/ocr/ocr.parquet", columns=["concept", "status", "rank"])
+    ocr = pd.read_parquet(project / "data/ocr/ocr.parquet", columns=["concept", "status", "rank", "candidates_read"])
+    cands = pd.read_parquet(project / "data/crawl/candidates.parquet", columns=["concept", "rank", "status"])
+    top_kept = set(cands.loc[(cands["rank"] == 1) & (cands["status"] == "kept"), "concept"])
+    ocr = ocr[ocr["concept"].isin(top_kept)]
     first_kept = (ocr["status"] == "accepted") & (ocr["rank"] == 1)
     own, other = set(gen["text_concepts"]), set(gen.get("unrelated_text_concepts", []))
     mine, theirs = ocr[ocr["concept"].isin(own)], ocr[ocr["concept"].isin(other)]
+    plain = ocr[~ocr["concept"].isin(own | other)]
+    read = plain["candidates_read"].fillna(0).astype(int)
+    rejected = read - (plain["status"] == "accepted").astype(int)
     return {
         "own_word_shown": len(own),
         "own_word_reached_ocr": len(mine),
         "own_word_rejected": int((~first_kept[mine.index]).sum()),
         "missed": sorted(mine.loc[first_kept[mine.index], "concept"]),
         "other_word_shown": len(other),
+        "other_word_reached_ocr": len(theirs),
         "other_word_wrongly_rejected": sorted(theirs.loc[~first_kept[theirs.index], "concept"]),
-        "plain_photos_rejected": int((~first_kept & ~ocr["concept"].isin(own | other)).sum()),
+        "plain_photos_read": int(read.sum()),
+        "plain_photos_rejected": int(rejected.clip(lower=0).sum()),
+        "plain_concepts_with_a_rejection": sorted(plain.loc[rejected > 0, "concept"]),
     }
 
 
