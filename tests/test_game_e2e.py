@@ -52,6 +52,8 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     built = _run([sys.executable, "-m", "dvc", "repro", "build_instances"], d)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
 
+    opened = _run([sys.executable, "-m", "gavil.cli", "round", "open", "--rival", "rival"], d)
+    assert opened.returncode == 0, opened.stdout + opened.stderr  # the game collects round 1
     game, images = build_game(load_params(d / "params.yaml"), d, Rival("no_weights", "no rival"))
     client = TestClient(create_app(game, images))
 

@@ -16,6 +16,12 @@ it expires). An association with ``min_solvers`` answers takes no more (HTTP 409
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
 (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
 
+Rounds (:mod:`gavil.game.rounds`): a game serves the round open in the store when it starts (a
+restart keeps it; its rival is that round's). Every creation stores that round and the identity of
+the rival that scores it. With no round open, or once the round it serves was closed or replaced,
+creation tasks and creations are refused (HTTP 503, a sentence for players; the operator's fix goes
+to the console) while solving goes on.
+
 The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
 (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
 :mod:`gavil.game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
@@ -28,6 +34,7 @@ import hmac
 import json
 import secrets
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,12 +47,17 @@ from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_nam
 from gavil.domain.winogavil import jaccard
 from gavil.game import admin
 from gavil.game.rival import Rival, RivalWorker
+from gavil.game.rounds import Round, current_round
 from gavil.game.scores import dashboard, leaderboard
 from gavil.game.store import checkpoint, connect, transaction
 from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
 MAX_NAME = 32
+NO_ROUND = "new associations are not being collected right now; you can still solve other players' associations"
+NO_ROUND_CONSOLE = (
+    "no collection round is open: creations are refused; open one (`gavil round open --rival NAME`), then restart"
+)
 MAX_INVITATIONS = 1000  # per request
 
 
@@ -121,7 +133,10 @@ class Game:
         con = connect(store)  # the schema (migrated), once; and frames a crash left in the WAL into the file
         checkpoint(con)
         row = con.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
+        self.round: Round | None = current_round(con)  # the round this server collects
         con.close()
+        if self.round is None:
+            print(f"game: {NO_ROUND_CONSOLE}", file=sys.stderr)
         self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
         self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
 
@@ -158,6 +173,21 @@ class Game:
                 raise GameError(429, "too many submissions in the last minute; slow down")
             self._rate[token] = [*recent, now]
         return pid
+
+    def _served_round(self, db: sqlite3.Connection) -> int:
+        """The id of the round this server collects, if it is still the store's open round; else
+        GameError 503 (for players) and the operator's fix on the console."""
+        now = current_round(db)
+        if self.round is None or now is None or now.round_id != self.round.round_id:
+            why = (
+                NO_ROUND_CONSOLE
+                if now is None
+                else f"round {now.round_id} is open but this server collects "
+                f"{'no round' if self.round is None else f'round {self.round.round_id}'}: restart `gavil game`"
+            )
+            print(f"game: creation refused: {why}", file=sys.stderr)
+            raise GameError(503, NO_ROUND)
+        return now.round_id
 
     def player(self, token: object) -> str:
         """The player id of a session token. Raises GameError 401 for none or an unknown one."""
@@ -265,6 +295,7 @@ class Game:
             return None
         if row is None:
             with transaction(self.db) as db:
+                self._served_round(db)
                 row = self._open_task(pid)
                 if row is None:
                     had = {r[0] for r in db.execute("SELECT set_id FROM tasks WHERE spymaster_id = ?", (pid,))}
@@ -315,13 +346,15 @@ class Game:
         pending = self.rival.model is not None
         try:
             with transaction(self.db) as db:
+                round_id = self._served_round(db)
                 n = db.execute("SELECT COUNT(*) FROM creations WHERE task_id = ?", (task["task_id"],)).fetchone()[0]
                 if n >= 2:
                     raise GameError(409, "this task already has its two cues")
                 db.execute(
                     "INSERT INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key, candidates,"
-                    " associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+                    " associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state,"
+                    " round, rival_model, rival_architecture, rival_weights, rival_sha256)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         iid,
                         task["task_id"],
@@ -334,6 +367,8 @@ class Game:
                         self.rival.status,
                         self.clock(),
                         "pending" if pending else "done",
+                        round_id,
+                        *self.rival.identity(),
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -350,6 +385,7 @@ class Game:
             "rival_message": self.rival.message,
             "score_fool_the_ai": None,
             "cues_given": n + 1,
+            "round": round_id,
         }
 
     def creation(self, token: str, instance_id: object) -> dict[str, Any]:

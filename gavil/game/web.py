@@ -319,6 +319,7 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
             {
                 "rival_status": game.rival.status,
                 "rival_message": game.rival.message,
+                "round": None if game.round is None else game.round.round_id,  # the round collected; None: none
                 "paused": game.paused(),  # in memory: status never waits for the thread pool
                 "identity": game.p.identity,
                 "min_solvers": game.min_solvers,
