@@ -272,3 +272,74 @@ def test_a_changed_rival_entry_stops_the_game_from_serving_its_round(project):
     changed = params().replace(models={"rival": {"model": "ViT-B-32"}})
     with pytest.raises(RoundError, match="round 1's rival 'rival' was RN50/openai/None when opened"):
         build_game(changed, project)
+
+
+# ------------------------------------------------------------------------------ round-aware tables
+
+
+def _solve_all(s: Server, solvers: list[dict[str, str]]) -> None:
+    """Each solver answers every association it is served with the spymaster's images (positions 0, 1)."""
+    for h in solvers:
+        while (task := s.client.post("/api/solve/task", headers=h).json()["task"]) is not None:
+            r = s.client.post("/api/solve", headers=h, json={"lease_id": task["lease_id"], "selection": [0, 1]})
+            assert r.status_code == 200, r.text
+
+
+def test_rounds_reach_the_selection_and_gavil_query_counts_them(in_tmp, monkeypatch, games):
+    import io
+    import json
+
+    import pandas as pd
+
+    from gavil.pipeline import catalog
+    from stages.import_annotations import import_all
+    from stages.select_instances import select
+
+    monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
+    monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
+    project = game_project(in_tmp)  # round 1 open
+    first = Server(project, games)
+    spy, solvers = first.player("Spy"), [first.player(f"Solver{i}") for i in range(3)]
+    assert first.create(spy, "space").status_code == 200
+    assert first.create(spy, "night").status_code == 200
+    _solve_all(first, solvers)
+    first.game.close()
+    close_round(store(project))
+    open_round(store(project), params(), "clip-vit-b-32")
+    second = Server(project, games, FakeRival("clip-vit-b-32", "ViT-B-32"))
+    assert second.create(spy, "planet").status_code == 200
+    _solve_all(second, solvers)
+    # a raw batch: a row that names its round, one that does not (round 0)
+    batch = project / "raw/b1"
+    batch.mkdir(parents=True)
+    cands = ["rocket", "moon", "astronaut", "cat", "coffee"]
+    rows = [
+        {"instance_id": "r1", "spymaster_id": "w9", "cue": "orbit", "candidates": cands, "associations": cands[:2]},
+        {"instance_id": "r2", "spymaster_id": "w9", "cue": "drink", "candidates": cands, "associations": cands[3:]},
+    ]
+    rows[0]["round"] = 7
+    (batch / "creations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    answers = [
+        {"instance_id": r["instance_id"], "solver_id": f"w{i}", "selection": r["associations"]}
+        for r in rows
+        for i in range(3)
+    ]
+    (batch / "solves.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+
+    res = import_all(None, [], project / "raw", b"k", game_store=store(project))
+    assert sorted(res.instances["round"]) == [0, 1, 1, 2, 7]
+    sel = select(res.instances, res.solves, 0.8, 3)
+    assert (sel["status"] == "selected").all()
+    catalog.write_table(sel, "selection", project)
+    out = CliRunner().invoke(
+        app,
+        [
+            "query",
+            "--format",
+            "csv",
+            "select round, count(*) as n from selection where status = 'selected' group by round order by round",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    got = pd.read_csv(io.StringIO(out.output))
+    assert list(zip(got["round"], got["n"])) == [(0, 1), (1, 2), (2, 1), (7, 1)]
