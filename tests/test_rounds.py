@@ -243,6 +243,8 @@ def test_a_creation_stores_its_round_and_the_identity_of_the_rival_that_scored_i
     assert stored["score_fool_the_ai"] == seen["score_fool_the_ai"] == 100  # the score the player saw is this rival's
     [read] = read_submissions(store(project))[0]
     assert (read["round"], read["rival_model"], read["rival_sha256"]) == (1, "rival", SHA)
+    batch = s.client.get("/api/admin/export", headers={"X-Admin-Token": "admin-secret"}).json()
+    assert [c["round"] for c in batch["creations"]] == [1]  # the raw batch the admin exports keeps the round
 
 
 def test_a_restart_mid_round_keeps_the_round_and_a_new_round_needs_a_restart(project, games):
