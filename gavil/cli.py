@@ -276,15 +276,36 @@ def _store(params: str) -> Path:
 
 @round_app.command("open")
 def round_open(
-    rival: Annotated[str, typer.Option(help="the models: entry (open_clip) the round is collected against")],
+    rival: Annotated[
+        str | None,
+        typer.Option(help="the models: entry (open_clip) the round is collected against; omitted: propose one"),
+    ] = None,
     params: str = "params.yaml",
 ) -> None:
     """Open the next collection round against RIVAL (its architecture, tag and sha256 pin are recorded);
-    restart `gavil game` to serve it."""
-    from gavil.game.rounds import open_round
+    restart `gavil game` to serve it. Without --rival: propose the best open_clip model of
+    evaluate.models on the rounds so far (the evaluation table) and open nothing (exit 2)."""
+    from gavil.game.rounds import open_round, propose_rival
     from gavil.params import load_params
+    from gavil.pipeline import catalog
 
-    r = open_round(_store(params), load_params(params), rival)
+    p = load_params(params)
+    if rival is None:
+        root = Path(params).parent
+        ev = catalog.read_table("evaluation", root) if catalog.exists("evaluation", root) else None
+        best = propose_rival(p, ev)
+        if best is None:
+            typer.echo(
+                "name the rival: --rival NAME (no scored open_clip model of evaluate.models to propose)", err=True
+            )
+        else:
+            typer.echo(
+                f"proposed rival: {best[0]} (mean Jaccard {best[1]:.1f} % on the game benchmark, every round so far); "
+                f"open it with `gavil round open --rival {best[0]}`",
+                err=True,
+            )
+        raise typer.Exit(2)
+    r = open_round(_store(params), p, rival)
     typer.echo(f"round {r.round_id} open, rival {r.rival_label()}; restart `gavil game` to collect it")
 
 

@@ -345,3 +345,56 @@ def test_rounds_reach_the_selection_and_gavil_query_counts_them(in_tmp, monkeypa
     assert out.exit_code == 0, out.output
     got = pd.read_csv(io.StringIO(out.output))
     assert list(zip(got["round"], got["n"])) == [(0, 1), (1, 2), (2, 1), (7, 1)]
+
+
+def _evaluation(rows: list[tuple[str, int, float | None, bool]]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "model_name": m,
+                "weights_id": "openai",
+                "dataset": "game",
+                "breakdown": "all",
+                "cell": "all",
+                "n_instances": 10,
+                "n_scored": 10,
+                "untrained": untrained,
+                "mean_jaccard_percent": mean,
+                "ci_low_percent": mean,
+                "ci_high_percent": mean,
+                "random_percent": 30.0,
+                "round": rnd,
+                "dataset_version": "1.1.0",
+            }
+            for m, rnd, mean, untrained in rows
+        ]
+    )
+
+
+def test_round_open_without_a_rival_proposes_the_best_scored_clip_model_and_opens_nothing(in_tmp):
+    from gavil.game.rounds import propose_rival
+    from gavil.pipeline import catalog
+
+    game_project(in_tmp, open_round=False)
+    (in_tmp / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    run = CliRunner()
+    res = run.invoke(app, ["round", "open"])
+    assert res.exit_code == 2 and "name the rival: --rival NAME" in res.output  # nothing scored yet
+    ev = _evaluation(
+        [
+            ("clip-rn50", -1, 40.0, False),
+            ("clip-rn50", 1, 90.0, False),  # one round alone does not decide
+            ("clip-vit-b-32", -1, 55.0, False),
+            ("text-minilm-l6", -1, 70.0, False),  # not an open_clip model: it cannot be the game's rival
+        ]
+    )
+    assert propose_rival(params(), ev) == ("clip-vit-b-32", 55.0)
+    untrained = ev.assign(untrained=ev["model_name"] == "clip-vit-b-32")
+    assert propose_rival(params(), untrained) == ("clip-rn50", 40.0)  # random weights are no rival
+    catalog.write_table(ev, "evaluation", in_tmp)
+    res = run.invoke(app, ["round", "open"])
+    assert res.exit_code == 2 and "proposed rival: clip-vit-b-32 (mean Jaccard 55.0 %" in res.output
+    assert "gavil round open --rival clip-vit-b-32" in res.output
+    assert list_rounds(store(in_tmp)) == []  # a proposal opens nothing

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from gavil.errors import GavilError
 from gavil.game.store import check_store_path, connect, read_submissions, transaction
 from gavil.params import Params
@@ -181,3 +183,32 @@ def check_rival(r: Round, params: Params) -> None:
             f"round {r.round_id}'s rival {r.rival!r} was {r.architecture}/{r.pretrained}/{r.weights_sha256} when "
             f"opened, params.yaml now says {now[0]}/{now[1]}/{now[2]}; {fix}"
         )
+
+
+def propose_rival(params: Params, evaluation: pd.DataFrame | None) -> tuple[str, float] | None:
+    """The best rival for the next round: of the ``open_clip`` entries in ``evaluate.models``, the one
+    with the highest mean Jaccard x100 on the game benchmark over every round so far (the
+    ``evaluation`` table's rows with ``round`` -1, breakdown ``all``; trained weights only), with
+    that mean; None when no such model was scored (no table yet, no weights).
+
+    Args:
+        evaluation: the ``evaluation`` table (:class:`schemas.evaluate.Evaluation`), or None.
+    """
+    if evaluation is None or evaluation.empty:
+        return None
+    models = params.models.root
+    clip = [m for m in params.evaluate.models if m in models and models[m].kind == "open_clip"]
+    ev = evaluation
+    if "round" in ev:
+        ev = ev[ev["round"] == -1]
+    ev = ev[
+        (ev["dataset"] == "game")
+        & (ev["breakdown"] == "all")
+        & ev["model_name"].isin(clip)
+        & ~ev["untrained"].astype(bool)
+        & ev["mean_jaccard_percent"].notna()
+    ]
+    if ev.empty:
+        return None
+    best = ev.sort_values(["mean_jaccard_percent", "model_name"], ascending=[False, True]).iloc[0]
+    return str(best["model_name"]), float(best["mean_jaccard_percent"])
