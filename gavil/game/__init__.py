@@ -5,8 +5,8 @@ Spymasters give a one-word cue for a candidate set and mark K images; the rival 
 association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
 one shared code). Submissions go
 to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
-:mod:`.service` (rules), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd
-task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
+:mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.rounds`
+(collection rounds), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
 cache) through the catalog and imports no stage module.
 """
 

@@ -12,6 +12,7 @@ none is open (:class:`gavil.game.service.Game`). Times are Unix seconds (float).
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,13 @@ import pandas as pd
 from gavil.errors import GavilError
 from gavil.game.store import check_store_path, connect, read_submissions, transaction
 from gavil.params import Params
+
+#: What players read when a creation is refused for want of an open round (no operator instruction).
+NO_ROUND = "new associations are not being collected right now; you can still solve other players' associations"
+#: What the server's console says then (the operator's fix).
+NO_ROUND_CONSOLE = (
+    "no collection round is open: creations are refused; open one (`gavil round open --rival NAME`), then restart"
+)
 
 
 class RoundError(GavilError):
@@ -70,6 +78,23 @@ def current_round(con: sqlite3.Connection) -> Round | None:
     """The open round of the store ``con`` (schema version 4), or None."""
     r = con.execute(f"SELECT {_COLUMNS} FROM rounds WHERE closed_at IS NULL").fetchone()
     return None if r is None else _row(r)
+
+
+def still_open(con: sqlite3.Connection, served: Round | None) -> int | None:
+    """The id of round ``served`` (the one a game server collects) if it is still the store's open
+    round; else None, after printing the operator's reason and fix on stderr (no round is open, or
+    another one is: restart ``gavil game``)."""
+    now = current_round(con)
+    if served is not None and now is not None and now.round_id == served.round_id:
+        return now.round_id
+    collects = "no round" if served is None else f"round {served.round_id}"
+    why = (
+        NO_ROUND_CONSOLE
+        if now is None
+        else f"round {now.round_id} is open but this server collects {collects}: restart `gavil game`"
+    )
+    print(f"game: creation refused: {why}", file=sys.stderr)
+    return None
 
 
 def _rival_entry(params: Params, rival: str) -> tuple[str, str | None, str | None]:

@@ -16,11 +16,9 @@ it expires). An association with ``min_solvers`` answers takes no more (HTTP 409
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
 (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
 
-Rounds (:mod:`gavil.game.rounds`): a game serves the round open in the store when it starts (a
-restart keeps it; its rival is that round's). Every creation stores that round and the identity of
-the rival that scores it. With no round open, or once the round it serves was closed or replaced,
-creation tasks and creations are refused (HTTP 503, a sentence for players; the operator's fix goes
-to the console) while solving goes on.
+Rounds (:mod:`gavil.game.rounds`): a game collects the round open when it starts (a restart keeps
+it); each creation stores it and the scoring rival's identity; with none open, creations are refused
+(HTTP 503) while solving goes on.
 
 The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
 (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
@@ -38,67 +36,29 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gavil.domain.names import NameError_, clean_display_name, display_name_keys
+from gavil.domain.names import display_name_keys
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.domain.winogavil import jaccard
 from gavil.game import admin
 from gavil.game.rival import Rival, RivalWorker
-from gavil.game.rounds import Round, current_round
+from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
+from gavil.game.rules import CandidateSet as CandidateSet
+from gavil.game.rules import GameError as GameError
+from gavil.game.rules import clean_name as clean_name
+from gavil.game.rules import positions
 from gavil.game.scores import dashboard, leaderboard
 from gavil.game.store import checkpoint, connect, transaction
 from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
-MAX_NAME = 32
-NO_ROUND = "new associations are not being collected right now; you can still solve other players' associations"
-NO_ROUND_CONSOLE = (
-    "no collection round is open: creations are refused; open one (`gavil round open --rival NAME`), then restart"
-)
 MAX_INVITATIONS = 1000  # per request
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-class GameError(Exception):
-    """A refused request: ``status`` (HTTP) and the message shown to the player."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class CandidateSet:
-    set_id: str
-    candidates: tuple[str, ...]  # concept names
-    shas: tuple[str, ...]  # the accepted image of each, by content hash
-
-
-def clean_name(name: object) -> str:
-    """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, variants folded, 1 to
-    ``MAX_NAME`` code points, no invisible character, one script, no small capital). Raises GameError
-    400 with the reason."""
-    if not isinstance(name, str):
-        raise GameError(400, "choose a display name")
-    try:
-        return clean_display_name(name, MAX_NAME)
-    except NameError_ as e:
-        raise GameError(400, f"{e} (a display name has 1 to {MAX_NAME} visible characters)") from None
-
-
-def _positions(selection: object, n: int) -> list[int]:
-    if not isinstance(selection, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in selection):
-        raise GameError(400, "selection must be a list of image positions")
-    if len(set(selection)) != len(selection) or not all(0 <= i < n for i in selection):
-        raise GameError(400, "select distinct images of this set")
-    return list(selection)
 
 
 class Game:
@@ -175,19 +135,11 @@ class Game:
         return pid
 
     def _served_round(self, db: sqlite3.Connection) -> int:
-        """The id of the round this server collects, if it is still the store's open round; else
-        GameError 503 (for players) and the operator's fix on the console."""
-        now = current_round(db)
-        if self.round is None or now is None or now.round_id != self.round.round_id:
-            why = (
-                NO_ROUND_CONSOLE
-                if now is None
-                else f"round {now.round_id} is open but this server collects "
-                f"{'no round' if self.round is None else f'round {self.round.round_id}'}: restart `gavil game`"
-            )
-            print(f"game: creation refused: {why}", file=sys.stderr)
+        """The round this server collects if still open (:func:`gavil.game.rounds.still_open`), else GameError 503."""
+        round_id = still_open(db, self.round)
+        if round_id is None:
             raise GameError(503, NO_ROUND)
-        return now.round_id
+        return round_id
 
     def player(self, token: object) -> str:
         """The player id of a session token. Raises GameError 401 for none or an unknown one."""
@@ -335,7 +287,7 @@ class Game:
             raise GameError(400, str(e)) from None
         if self.flag_cue(cue_text):
             raise GameError(400, "this cue is not allowed (profanity filter); choose another")
-        picks = _positions(selection, len(cs.candidates))
+        picks = positions(selection, len(cs.candidates))
         lo, hi = K_LIMITS[len(cs.candidates)]
         if not lo <= len(picks) <= hi:
             raise GameError(400, f"select {lo} to {hi} images for {len(cs.candidates)} candidates")
@@ -475,7 +427,7 @@ class Game:
         if c["spymaster_id"] == pid:
             raise GameError(403, "you created this association: other players solve it")
         cands, assoc = json.loads(c["candidates"]), json.loads(c["associations"])
-        picks = _positions(selection, len(cands))
+        picks = positions(selection, len(cands))
         if len(picks) != len(assoc):
             raise GameError(400, f"select exactly {len(assoc)} images")
         chosen = [cands[i] for i in picks]
