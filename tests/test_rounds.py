@@ -267,6 +267,16 @@ def test_a_restart_mid_round_keeps_the_round_and_a_new_round_needs_a_restart(pro
     assert row(project, r.json()["instance_id"])["rival_model"] == "clip-vit-b-32"
     counts = [(x.round_id, x.creations) for x in list_rounds(store(project))]
     assert counts == [(1, 2), (2, 1)]
+    h = third.player("Dee")
+
+    def board(query: str) -> dict[str, int]:
+        r = third.client.get(f"/api/leaderboard{query}", headers=h)
+        assert r.status_code == 200, r.text
+        return {row["name"]: row["associations_created"] for row in r.json()["rows"] if row["associations_created"]}
+
+    assert board("") == {"Ann": 2, "Cid": 1}  # every round
+    assert board("?round=1") == {"Ann": 2} and board("?round=2") == {"Cid": 1}  # one round's leaderboard
+    assert third.client.get("/api/leaderboard?round=x", headers=h).status_code == 400
 
 
 def test_a_changed_rival_entry_stops_the_game_from_serving_its_round(project):

@@ -469,9 +469,9 @@ class Game:
         """The player's own scores (percentages) and bonus (:func:`gavil.game.scores.dashboard`)."""
         return dashboard(self.db, self.player(token), self.min_solvers, self.p)
 
-    def leaderboard(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Display names ranked by bonus, then fool-the-AI, then associations solved."""
-        return leaderboard(self.db, self.min_solvers, self.p, limit)
+    def leaderboard(self, limit: int = 20, round_id: int | None = None) -> list[dict[str, Any]]:
+        """Display names ranked by bonus, then fool-the-AI, then associations solved (one round's or all)."""
+        return leaderboard(self.db, self.min_solvers, self.p, limit, round_id)
 
     # ------------------------------------------------------------------------------ admin
     def set_paused(self, paused: bool) -> None:

@@ -367,7 +367,11 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
 
     async def leaderboard(request: Request) -> Response:
         await reader(request)
-        return _json({"rows": await run(game.leaderboard)})
+        given = request.query_params.get("round")  # ?round=N: one collection round's leaderboard
+        if given is not None and not (given.isascii() and given.isdigit() and len(given) <= 9):
+            raise GameError(400, "round must be a whole number (0, 1, 2, ...)")
+        round_id = None if given is None else int(given)
+        return _json({"rows": await run(game.leaderboard, 20, round_id), "round": round_id})
 
     async def image(request: Request) -> Response:
         sha = request.path_params["sha"]
