@@ -263,6 +263,85 @@ def game_hits(
         typer.echo(f"wrote {f}")
 
 
+round_app = typer.Typer(help="Collection rounds of the game (docs/dynamic.md).", no_args_is_help=True)
+app.add_typer(round_app, name="round")
+
+
+def _store(params: str) -> Path:
+    from gavil.game.store import store_file
+    from gavil.params import load_params
+
+    return store_file(Path(params).parent / load_params(params).game.store_dir)
+
+
+@round_app.command("open")
+def round_open(
+    rival: Annotated[
+        str | None,
+        typer.Option(help="the models: entry (open_clip) the round is collected against; omitted: propose one"),
+    ] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Open the next collection round against RIVAL (its architecture, tag and sha256 pin are recorded);
+    restart `gavil game` to serve it. Without --rival: propose the best open_clip model of
+    evaluate.models on the rounds so far (the evaluation table) and open nothing (exit 2)."""
+    from gavil.game.rounds import open_round, propose_rival
+    from gavil.params import load_params
+    from gavil.pipeline import catalog
+
+    p = load_params(params)
+    if rival is None:
+        root = Path(params).parent
+        ev = catalog.read_table("evaluation", root) if catalog.exists("evaluation", root) else None
+        best = propose_rival(p, ev)
+        if best is None:
+            typer.echo(
+                "name the rival: --rival NAME (no scored open_clip model of evaluate.models to propose)", err=True
+            )
+        else:
+            typer.echo(
+                f"proposed rival: {best[0]} (mean Jaccard {best[1]:.1f} % on the game benchmark, every round so far); "
+                f"open it with `gavil round open --rival {best[0]}`",
+                err=True,
+            )
+        raise typer.Exit(2)
+    r = open_round(_store(params), p, rival)
+    typer.echo(f"round {r.round_id} open, rival {r.rival_label()}; restart `gavil game` to collect it")
+
+
+@round_app.command("close")
+def round_close(params: str = "params.yaml") -> None:
+    """Close the open round: the game refuses new associations (solving goes on); then `dvc repro`."""
+    from gavil.game.rounds import close_round
+
+    r = close_round(_store(params))
+    typer.echo(f"round {r.round_id} closed (rival {r.rival_label()}); `dvc repro` folds it into the benchmark")
+
+
+@round_app.command("list")
+def round_list(params: str = "params.yaml") -> None:
+    """The rounds of the game's store with their rival, times (UTC) and counts of creations and solves."""
+    from datetime import UTC, datetime
+
+    from gavil.game.rounds import list_rounds
+
+    def at(t: float | None) -> str:
+        return "-" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
+
+    rounds = list_rounds(_store(params))
+    if not rounds:
+        typer.echo("no rounds yet (round 0 is the released data): `gavil round open --rival NAME`")
+    cols = ("round", "state", "rival", "opened_at", "closed_at", "creations", "solves")
+    rows = [
+        (str(r.round_id), "open" if r.is_open else "closed", r.rival_label(), at(r.opened_at), at(r.closed_at))
+        + (str(r.creations), str(r.solves))
+        for r in rounds
+    ]
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)] if rows else []
+    for row in [cols, *rows] if rows else []:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
 @app.command("tables")
 def tables() -> None:
     """List the views `gavil query` sees and their files."""

@@ -58,6 +58,10 @@ class Instances(StrictModel):
     cue_flag: Series[str] = pa.Field(
         nullable=True, description="why the cue is inappropriate (profanity filter), raw instances only"
     )
+    round: Series[int] = pa.Field(
+        ge=0,
+        description="collection round: 0 = the released data (and batches that name none), else the game's round",
+    )
 
     @pa.dataframe_check(error="associations must be a subset of candidates, K = len(associations)")
     def consistent(cls, df: pd.DataFrame) -> pd.Series:

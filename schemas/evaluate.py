@@ -66,6 +66,16 @@ class Evaluation(StrictModel):
     random_percent: Series[float] = pa.Field(
         ge=0, le=100, description="random-chance Jaccard x100 on the same instances", metadata=rounded(PERCENT_DECIMALS)
     )
+    round: Series[int] = pa.Field(
+        ge=-1, description="collection round of the instances (0: the release); -1 (ALL_ROUNDS): every round together"
+    )
+    dataset_version: Series[str] = pa.Field(
+        str_matches=r"^1\.\d+\.\d+$", description="the dataset version scored, 1.<round>.<patch> (as export writes)"
+    )
+
+
+#: ``Evaluation.round`` of the rows over every collection round together.
+ALL_ROUNDS = -1
 
 
 class PairedEvaluation(StrictModel):

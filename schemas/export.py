@@ -7,8 +7,10 @@ from pandera.typing import Series
 from gavil.domain.vocabulary import CANDIDATE_SIZES, RELEASE_DATASET_COLUMNS
 from schemas import StrictModel, exact, list_field
 
-#: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv).
+#: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv): ``benchmark.csv``'s columns.
 BENCHMARK_COLUMNS = list(RELEASE_DATASET_COLUMNS)
+#: ``benchmark.parquet``'s columns: the released ones, then the collection round.
+BENCHMARK_TABLE_COLUMNS = [*BENCHMARK_COLUMNS, "round"]
 
 
 class Benchmark(StrictModel):
@@ -27,6 +29,9 @@ class Benchmark(StrictModel):
         ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
     )
     ID: Series[int] = pa.Field(ge=0, unique=True)
+    round: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, description="collection round (0: the release); not a column of benchmark.csv"
+    )
 
     class Config:
         ordered = True  # plus StrictModel's strict and coerce
@@ -47,6 +52,7 @@ HF_FEATURES: list[tuple[str, str, str]] = [
     ("solvers_jaccard_mean", "dtype", "float64"),
     ("solvers_jaccard_std", "dtype", "float64"),
     ("ID", "dtype", "int64"),
+    ("round", "dtype", "int64"),
     ("candidate_images", "list", "image"),
 ]
 
@@ -86,6 +92,7 @@ class BenchmarkDataset(StrictModel):
         ge=0, le=1, metadata=exact("as selected: released or rounded to 2 places")
     )
     ID: Series[int] = pa.Field(ge=0, unique=True)
+    round: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="collection round (0: the release)")
     candidate_images: Series[object] = pa.Field(description="list of {bytes, path}: one image per candidate")
 
     @pa.dataframe_check(error="one image ({bytes, path}) per candidate")

@@ -29,6 +29,9 @@ class RawCreation(pa.DataFrameModel):
     score_fool_the_ai: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, le=100, description="optional, as the game showed it"
     )
+    round: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, description="optional: the collection round (docs/dynamic.md); absent or empty: 0"
+    )
 
     class Config:
         strict = False

@@ -99,6 +99,12 @@ class Selection(StrictModel):
     status: Series[str] = pa.Field(isin=STATUSES)
     reason: Series[str] = pa.Field(nullable=True)
     ID: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0)
+    round: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True,
+        ge=0,
+        description="collection round (0: the release) of the imported instance; null: a raw instance kept from the "
+        "ID ledger whose source is no longer imported",
+    )
 
     @pa.dataframe_check(error="split_id is unique within a split")
     def split_ids_unique(cls, df: pd.DataFrame) -> bool:

@@ -3,7 +3,8 @@
 Writes, from the ``selected`` instances:
 
 - ``benchmark.csv`` / ``benchmark.parquet``: the game benchmark with exactly the columns of
-  ``winogavil_dataset.csv`` in its order (:data:`schemas.export.BENCHMARK_COLUMNS`), JSON list
+  ``winogavil_dataset.csv`` in its order (:data:`schemas.export.BENCHMARK_COLUMNS`; the Parquet
+  table adds each instance's collection ``round``), JSON list
   cells, Python float repr (``1.0``, ``0.87``), LF, permanent ``ID``s (the ID ledger). Importing the release and
   exporting at 0.8 reproduces ``winogavil_dataset.csv`` byte for byte (tested).
 - ``game_5_6.csv``, ``game_10_12.csv``, ``swow.csv``: the release's split layouts (with
@@ -12,11 +13,15 @@ Writes, from the ``selected`` instances:
 - ``dataset/test.parquet`` + ``dataset/README.md``: a Hugging Face dataset folder that
   ``datasets.load_dataset("data/export/dataset")`` loads offline as split ``test``, with the
   fields and types of the published ``nlphuji/winogavil`` (:data:`schemas.export.HF_FEATURES`):
-  the benchmark's columns plus ``candidate_images``, one ``Image`` per candidate (the image
+  the benchmark's columns (with ``round``) plus ``candidate_images``, one ``Image`` per candidate (the image
   file's bytes embedded in the Parquet file). Instances with a candidate that has no accepted
   image are left out of the folder and counted in its card. The card (YAML front matter:
   license, configs, features, splits; then counts, threshold, rival model, licenses,
   attribution) holds no date, so its bytes are the same on every machine.
+
+The dataset version ``1.<round>.<patch>`` (:func:`gavil.domain.versions.dataset_version`: the highest collection round in
+the benchmark, ``export.patch``) and a changelog (published and retired game instances per round,
+:func:`changelog`) go to the card and the metrics (``version`` in ``data/metrics/export.json``).
 """
 
 from __future__ import annotations
@@ -32,10 +37,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gavil.domain.versions import dataset_version
 from gavil.domain.vocabulary import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
 from gavil.io import atomic_path, csv_text, csv_writer, validate
 from gavil.pipeline import catalog
-from schemas.export import BENCHMARK_COLUMNS, HF_FEATURES, BenchmarkDataset
+from schemas.export import BENCHMARK_COLUMNS, BENCHMARK_TABLE_COLUMNS, HF_FEATURES, BenchmarkDataset
 from schemas.ocr import accepted_images
 
 if TYPE_CHECKING:
@@ -53,6 +59,9 @@ class Metrics(TypedDict):
     dataset_instances: int  # rows of dataset/test.parquet (every candidate has an image)
     dataset_left_out: int  # benchmark instances left out of it (a candidate without an image)
     dataset_images: int  # distinct images in it
+    round: int  # the highest collection round in the benchmark (0: the release only)
+    version: str  # the dataset version, 1.<round>.<patch> (dataset_version)
+    changelog: list[dict[str, Any]]  # per round: instances published (selected) and retired
 
 
 #: Release split file -> its catalog name.
@@ -63,15 +72,39 @@ SWOW_SPLIT_COLUMNS = list(RELEASE_SWOW_COLUMNS)
 
 
 def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFrame:
-    """Selected instances of ``dataset`` in ID order, released columns only (:class:`schemas.export.Benchmark`)."""
+    """Selected instances of ``dataset`` in ID order: the released columns, then ``round``
+    (:class:`schemas.export.Benchmark`; a selection without ``round`` gives round 0)."""
     sel = selection[(selection["status"] == "selected") & (selection["dataset"] == dataset)].sort_values("ID")
-    return sel[BENCHMARK_COLUMNS].reset_index(drop=True)
+    if "round" not in sel:
+        sel = sel.assign(round=pd.array([0] * len(sel), dtype="Int64"))
+    return sel[BENCHMARK_TABLE_COLUMNS].reset_index(drop=True)
+
+
+def changelog(selection: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per collection round (ascending; ``None`` last: rows whose round is not known), the game
+    benchmark's ``published`` (status selected) and ``retired`` instance counts."""
+    game = selection[(selection["dataset"] == "game") & selection["status"].isin(["selected", "retired"])]
+    rounds = game["round"] if "round" in game else pd.Series([0] * len(game), index=game.index)
+    keys = sorted({None if pd.isna(r) else int(r) for r in rounds}, key=lambda r: (r is None, r or 0))
+    out = []
+    for r in keys:
+        mine = game[rounds.isna()] if r is None else game[rounds == r]
+        out.append(
+            {
+                "round": r,
+                "published": int((mine["status"] == "selected").sum()),
+                "retired": int((mine["status"] == "retired").sum()),
+            }
+        )
+    return out
 
 
 def to_release_csv(bench: pd.DataFrame) -> str:
-    """The CSV text, formatted as the release (JSON list cells, pandas float repr, LF), every
-    cell spreadsheet-safe (:func:`gavil.io.csv_text`; no released cell needs a change)."""
-    out = bench.copy()
+    """The CSV text of the released columns (:data:`schemas.export.BENCHMARK_COLUMNS`; ``round`` is
+    left out, so the release's rows give the release's bytes), formatted as the release (JSON list
+    cells, pandas float repr, LF), every cell spreadsheet-safe (:func:`gavil.io.csv_text`; no
+    released cell needs a change)."""
+    out = bench[BENCHMARK_COLUMNS].copy()
     for col in ("candidates", "associations"):
         out[col] = out[col].map(json.dumps)
     return csv_text(out, lineterminator="\n")
@@ -192,6 +225,11 @@ def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame,
     thr = params.select.min_solver_jaccard
     rival = params.models[params.score.model]
     n_images = len({c for cands in ds["candidates"] for c in cands})
+    _, version = dataset_version(bench["round"], params.export.patch)
+    log = "\n".join(
+        f"| {'unknown' if e['round'] is None else e['round']} | {e['published']} | {e['retired']} |"
+        for e in changelog(selection)
+    )
     rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
     pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
     fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in pairs)
@@ -205,6 +243,7 @@ def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame,
 license: cc-by-4.0
 language: [en]
 pretty_name: WinoGAViL-style association benchmark
+version: {version}
 tags: [commonsense-reasoning, visual-reasoning]
 configs:
 - config_name: default
@@ -220,6 +259,9 @@ dataset_info:
     num_examples: {len(ds)}
 ---
 # WinoGAViL-style association benchmark
+
+**Version {version}** (`1.<round>.<patch>`: the highest collection round in it, round 0 being the
+released WinoGAViL data; `round` names each instance's round).
 
 Built by winogavil-pipeline. Load it with `datasets.load_dataset("<this folder>", split="test")`
 (offline; the fields and types of the published `nlphuji/winogavil`). One split, `test`:
@@ -249,6 +291,13 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 | dataset | status | instances |
 |---|---|---|
 {fates}
+
+## Changelog
+Game instances by collection round: published (in `benchmark.csv`) and retired (IDs kept as gaps).
+
+| round | published | retired |
+|---|---|---|
+{log}
 
 ## Licenses and attribution
 - Annotations from the WinoGAViL release: CC-BY 4.0, non-commercial research use. Bitton, Bitton Guetta,
@@ -286,6 +335,7 @@ def run(params: Params) -> Metrics:
     )
     with atomic_path(dataset_dir / "README.md", ".md") as tmp:
         tmp.write_text(dataset_card(bench, ds, selection, params, num_bytes))
+    top, version = dataset_version(bench["round"], params.export.patch)
     metrics: Metrics = {
         "instances": len(bench),
         "by_num_candidates": cast(dict[int, int], bench["num_candidates"].value_counts().sort_index().to_dict()),
@@ -295,5 +345,8 @@ def run(params: Params) -> Metrics:
         "dataset_instances": len(ds),
         "dataset_left_out": len(bench) - len(ds),
         "dataset_images": len({c for cands in ds["candidates"] for c in cands}),
+        "round": top,
+        "version": version,
+        "changelog": changelog(selection),
     }
     return metrics

@@ -180,10 +180,11 @@ def copy_project(src: Path, dest: Path) -> Path:
 GAME_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "page", "clock", "coin"]
 
 
-def game_project(dest: Path, images: list[str] = GAME_IMAGES) -> Path:
+def game_project(dest: Path, images: list[str] = GAME_IMAGES, open_round: bool = True) -> Path:
     """A project root with what ``gavil game`` reads, written directly (no pipeline run): the
     sample ``images`` in the content-addressed store, an ``ocr`` table accepting each, and
-    ``candidate_sets`` of 5 (first five), 6 (last six) and 10 (first ten) candidates."""
+    ``candidate_sets`` of 5 (first five), 6 (last six) and 10 (first ten) candidates; with
+    ``open_round``, a game store whose round 1 is open against the default ``rival`` entry."""
     import hashlib
 
     import pandas as pd
@@ -215,6 +216,12 @@ def game_project(dest: Path, images: list[str] = GAME_IMAGES) -> Path:
     ).assign(images_source="random")
     catalog.write_table(cs, "candidate_sets", dest)
     (dest / "data/game").mkdir(parents=True, exist_ok=True)
+    if open_round:
+        from gavil.game.rounds import open_round as open_
+        from gavil.game.store import store_file
+        from gavil.params import Params
+
+        open_(store_file(dest / "data/game"), Params(), "rival", now=1.0)
     return dest
 
 

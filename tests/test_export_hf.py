@@ -45,6 +45,7 @@ INSTANCES = [
     (["cat", "moon", "rocket", "coffee", "brick"], "gray", ["moon", "brick"], "game", "below_threshold"),
     (["cat", "moon", "rocket", "coffee", "brick"], "sky", ["moon", "rocket"], "swow_baseline", "selected"),
 ]
+ROUNDS = [0, 0, 1, 1, 0, 2, 2, 0]  # each instance's collection round (0: the release)
 
 
 def _selection() -> pd.DataFrame:
@@ -81,11 +82,12 @@ def _selection() -> pd.DataFrame:
                 "status": status,
                 "reason": None if selected else "below 0.8",
                 "ID": next_id[dataset] if selected else None,
+                "round": ROUNDS[i],
             }
         )
         next_id[dataset] += selected
     df = pd.DataFrame(rows)
-    for col in ("score_fool_the_ai", "annotation_index", "n_solvers", "ID"):
+    for col in ("score_fool_the_ai", "annotation_index", "n_solvers", "ID", "round"):
         df[col] = df[col].astype("Int64")
     return df
 
@@ -161,6 +163,7 @@ def _expected_features():
             "solvers_jaccard_mean": Value("float64"),
             "solvers_jaccard_std": Value("float64"),
             "ID": Value("int64"),
+            "round": Value("int64"),
             "candidate_images": List(HFImage()),
         }
     )
@@ -187,6 +190,17 @@ def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(b
     assert meta["dataset_info"]["features"] == _expected_features()._to_yaml_list()  # what datasets itself writes
     assert [(s["name"], s["num_examples"]) for s in meta["dataset_info"]["splits"]] == [("test", 4)]
     assert "Left out: 2 instances" in card and "4 of the 6 instances" in card
+    assert ds["round"] == [0, 0, 1, 1]
+    assert meta["version"] == metrics["version"] == "1.2.0" and "**Version 1.2.0**" in card  # 1.<highest round>.0
+    assert metrics["changelog"] == [
+        {"round": 0, "published": 3, "retired": 0},
+        {"round": 1, "published": 2, "retired": 0},
+        {"round": 2, "published": 1, "retired": 0},  # its below-threshold instance is not published
+    ]
+    bench = pd.read_parquet(project / "data/export/benchmark.parquet")
+    assert list(bench["round"]) == [0, 0, 1, 1, 0, 2]
+    header = (project / "data/export/benchmark.csv").read_text().splitlines()[0]
+    assert "round" not in header.split(",")  # the CSV keeps the release's columns
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", card), "no dates in a DVC-hashed output"
 
 
@@ -346,7 +360,7 @@ def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(export_buil
     ``score_candidates`` run) with the same random RN50 weights (both seed 0, as DataComp's
     ``create_model`` does): eval mode, the "A/An cue" prompt, normalised features, DataComp's top-K."""
     metrics = json.loads((export_build / "data/metrics/export.json").read_text())
-    assert metrics == {"hf_instances": 8, "instances": 3563}
+    assert metrics == {"hf_instances": 8, "instances": 3563, "version": "1.0.0"}
     ds = datasets.load_dataset(str(export_build / "data/export/dataset"), split="test", cache_dir=str(tmp_path))
     assert ds["ID"] == [1331, 1332, 1333, 2643, 2644, 2645, 2646, 2647]
     code = _readme_block("python", 'load_dataset("data/export/dataset", split="test")')

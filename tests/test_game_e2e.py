@@ -3,6 +3,7 @@ folds it in, and the new instance is in the export, selected, with a permanent I
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +53,8 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     built = _run([sys.executable, "-m", "dvc", "repro", "build_instances"], d)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
 
+    opened = _run([sys.executable, "-m", "gavil.cli", "round", "open", "--rival", "rival"], d)
+    assert opened.returncode == 0, opened.stdout + opened.stderr  # the game collects round 1
     game, images = build_game(load_params(d / "params.yaml"), d, Rival("no_weights", "no rival"))
     client = TestClient(create_app(game, images))
 
@@ -82,6 +85,8 @@ def test_a_game_round_reaches_the_export_with_a_permanent_id(tmp_path, monkeypat
     bench = catalog.read_table("benchmark", d)
     row = bench[bench["cue"] == "Space"]
     assert len(row) == 1 and row["solvers_jaccard_mean"].iloc[0] == 1.0
+    assert row["round"].tolist() == [1]  # the round the game collected it in
+    assert json.loads((d / "data/metrics/export.json").read_text())["version"] == "1.1.0"
     first_id = int(row["ID"].iloc[0])
     sel = catalog.read_table("selection", d)
     assert sel.loc[sel["cue"] == "Space", "status"].tolist() == ["selected"]

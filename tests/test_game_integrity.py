@@ -418,16 +418,21 @@ INSERT INTO leases VALUES ('g_1', 'gp_3', 6);
 """
 
 
-def test_a_first_release_store_is_migrated_and_keeps_its_rows(project, games):
+def test_a_first_release_store_is_migrated_and_keeps_its_rows(tmp_path, games):
+    project = game_project(tmp_path, open_round=False)
     path = store_file(project / "data/game")
     con = sqlite3.connect(path)
     con.executescript(V1_SCHEMA)
     con.close()
     before = read_submissions(path)
     assert before[0][0]["score_fool_the_ai"] == 67 and before[0][0]["rival_state"] == "done"  # a v1 reader
+    assert before[0][0]["round"] is None  # no rounds before version 4
     s = Server(project, games)
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert read_submissions(path) == before
+    after = read_submissions(path)
+    assert after[0][0]["round"] == 1  # the migration's round for what was collected before rounds
+    before[0][0]["round"] = 1
+    assert after == before
     again = Server(project, games)  # opening a current store changes nothing
     assert read_submissions(path) == before and again.game.store == s.game.store
 

@@ -105,7 +105,7 @@ def test_dvc_repro_end_to_end(sample_build):
     # the default view is one row per file and a column per summary name: readable on a terminal
     assert max(len(line) for line in shown.splitlines()) <= 200, shown  # 12 stages' summary columns: a wide terminal
     summary = {p.stem: json.loads(p.read_text()) for p in (d / "data/metrics").glob("*.json")}
-    assert summary["export"] == {"instances": 3563, "hf_instances": 0}
+    assert summary["export"] == {"instances": 3563, "hf_instances": 0, "version": "1.0.0"}
     assert summary["ocr_filter"] == {"images": 9, "rejected": 0} and summary["evaluate"]["release_check"] is True
     for stage, columns in METRICS_SUMMARY.items():  # every summary path names a key the stage writes
         for dotted in columns.values():

@@ -5,8 +5,8 @@ Spymasters give a one-word cue for a candidate set and mark K images; the rival 
 association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
 one shared code). Submissions go
 to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
-:mod:`.service` (rules), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd
-task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
+:mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.rounds`
+(collection rounds), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
 cache) through the catalog and imports no stage module.
 """
 
@@ -21,8 +21,9 @@ from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
 from gavil.game.rival import Rival, load_rival
+from gavil.game.rounds import check_rival, current_round
 from gavil.game.service import CandidateSet, Game, GameError
-from gavil.game.store import store_file
+from gavil.game.store import connect, store_file
 from gavil.game.variant import VariantInstance
 from gavil.params import Params
 from gavil.pipeline import catalog
@@ -72,13 +73,30 @@ def secret_from_env(env: str, what: str) -> str:
 def build_game(params: Params, root: Path = Path("."), rival: Rival | None = None) -> tuple[Game, dict[str, Path]]:
     """The game over the project in ``root`` (tables, store, rival); and sha256 -> image file.
 
+    The game collects the round open in the store (:mod:`gavil.game.rounds`) against that round's
+    rival; with no round open it loads no rival and refuses creations (solving goes on).
+
     Args:
-        rival: a rival to use instead of loading the ``game.rival_model`` entry (tests, benchmarks).
+        rival: a rival to use instead of loading the open round's (tests, benchmarks).
+
+    Raises:
+        RoundError: the open round's rival entry changed in params.yaml since the round was opened.
     """
     sets, paths = game_sets(root)
-    if rival is None:
-        rival = load_rival(params, {s: str(p) for s, p in paths.items()}, [catalog.path("embeddings", root=root)])
     g = params.game
+    if rival is None:
+        con = connect(store_file(root / g.store_dir))  # created or migrated here, before the rival loads
+        try:
+            open_round = current_round(con)
+        finally:
+            con.close()
+        if open_round is None:
+            rival = Rival("no_weights", "New associations are not being collected right now; you can still solve.")
+        else:
+            check_rival(open_round, params)
+            assert open_round.rival is not None
+            images = {s: str(p) for s, p in paths.items()}
+            rival = load_rival(params, images, [catalog.path("embeddings", root=root)], open_round.rival)
     prof = params.profanity
     game = Game(
         store_file(root / g.store_dir),

@@ -31,12 +31,25 @@ def submissions(db: sqlite3.Connection, key: bytes) -> Records:
 def export(store: Path, key: bytes) -> Records:
     """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
     :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
-    trained rival scored it): what ``import_annotations`` reads, shareable without player ids."""
+    trained rival scored it; ``round`` the creation's collection round, 0 for rows without one): what
+    ``import_annotations`` reads, shareable without player ids."""
     creations, solves = read_submissions(store)
     h = lambda pid: hash_annotator(pid, key)  # noqa: E731
-    fields = ("instance_id", "task_id", "cue", "candidates", "associations", "score_fool_the_ai", "images_source")
+    fields = (
+        "instance_id",
+        "task_id",
+        "cue",
+        "candidates",
+        "associations",
+        "score_fool_the_ai",
+        "images_source",
+        "round",
+    )
     return {
-        "creations": [{**{k: c[k] for k in fields}, "spymaster_id": h(c["spymaster_id"])} for c in creations],
+        "creations": [
+            {**{k: c[k] for k in fields}, "round": c["round"] or 0, "spymaster_id": h(c["spymaster_id"])}
+            for c in creations
+        ],
         "solves": [
             {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
             for r in solves

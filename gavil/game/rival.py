@@ -32,13 +32,19 @@ STATUSES = ("ok", "untrained", "no_weights")
 @dataclass
 class Rival:
     """``status``: ``ok``, ``untrained`` or ``no_weights``; ``message`` is what players see (never an
-    operator's instruction: what to set or run goes to the server's console)."""
+    operator's instruction: what to set or run goes to the server's console). The identity
+    (``entry``, ``architecture``, ``weights``, ``sha256``) is what every creation it scores stores
+    (:meth:`identity`); empty/None when not known (a rival made by hand)."""
 
     status: str
     message: str
     label: str = ""  # e.g. "RN50 / openai"
     model: LoadedModel | None = None
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # image sha256 -> unit vector
+    entry: str = ""  # the models: entry
+    architecture: str | None = None  # the open_clip architecture
+    weights: str | None = None  # pretrained tag, "file:<sha256[:16]>" or "untrained"; None: no weights
+    sha256: str | None = None  # sha256 of the weights file loaded; None: random weights, none, or unknown
     _text: dict[str, np.ndarray] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -57,22 +63,31 @@ class Rival:
         mat = np.stack([self.vectors[s] for s in candidate_shas])
         return top_k_positions(mat @ q, k)
 
+    def identity(self) -> tuple[str | None, str | None, str | None, str | None]:
+        """(entry, architecture, weights, sha256): the creations columns ``rival_model``,
+        ``rival_architecture``, ``rival_weights`` and ``rival_sha256``."""
+        return self.entry or None, self.architecture, self.weights, self.sha256
+
     def score(self, picks: Sequence[str] | None, associations: Sequence[str]) -> int | None:
         """Fool-the-AI (100 - truncated Jaccard x 100) of the picks, None without a model."""
         return None if picks is None else fool_the_ai_score(picks, associations)
 
 
-def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[str | Path] = ()) -> Rival:
+def load_rival(
+    params: Params, images: Mapping[str, str], cache_paths: Sequence[str | Path] = (), entry: str | None = None
+) -> Rival:
     """Load the rival for ``images`` (sha256 -> file path).
 
     Args:
         cache_paths: embedding caches to read first (the ``embeddings`` table of score_candidates).
+        entry: the ``models:`` entry (the open round's rival); default ``game.rival_model``.
 
     Never raises for missing weights: returns a ``no_weights`` rival whose message says how to
     provide them. Raises ParamsError for an unknown architecture or a missing weights file.
     """
     g = params.game
-    s, random = params.models[g.rival_model], g.rival_random_weights
+    name = entry or g.rival_model
+    s, random = params.models[name], g.rival_random_weights
     spec = ModelSpec(
         "rival",
         "open_clip",
@@ -80,7 +95,7 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
         None if random else s.pretrained,
         None if random else s.weights_path,
         None if random else s.sha256,
-        g.rival_model,
+        name,
     )
     try:
         model = load_model(spec, RuntimeOptions.of(s))
@@ -90,6 +105,8 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
             "no_weights",
             "There is no AI rival on this server right now, so no fool-the-AI score is recorded. "
             "Your cues and answers are saved as usual.",
+            entry=name,
+            architecture=s.model,
         )
     except ParamsError:
         raise
@@ -110,8 +127,14 @@ def load_rival(params: Params, images: Mapping[str, str], cache_paths: Sequence[
             label + " (untrained)",
             model,
             vecs,
+            name,
+            s.model,
+            model.weights_id,
+            model.weights_sha256,
         )
-    return Rival("ok", f"The rival model is {label}.", label, model, vecs)
+    return Rival(
+        "ok", f"The rival model is {label}.", label, model, vecs, name, s.model, model.weights_id, model.weights_sha256
+    )
 
 
 class RivalWorker:
@@ -119,7 +142,8 @@ class RivalWorker:
 
     Its queue is the store: creations with ``rival_state`` pending, oldest first (a restart
     recomputes what a stopped server left pending; memory holds nothing). For each it stores the
-    rival's picks and fool-the-AI score and sets ``done``, or ``failed`` (score null, the error on
+    rival's picks, fool-the-AI score and identity (:meth:`Rival.identity`: a creation a stopped
+    server left pending names the rival that did score it) and sets ``done``, or ``failed`` (score null, the error on
     stderr) when the rival raises, so one bad row never stalls the rest. Then it sleeps until
     :meth:`wake`.
 
@@ -187,8 +211,9 @@ class RivalWorker:
             print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
         with transaction(con) as db:
             db.execute(
-                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?"
+                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?,"
+                " rival_model = ?, rival_architecture = ?, rival_weights = ?, rival_sha256 = ?"
                 " WHERE instance_id = ? AND rival_state = 'pending'",
-                (preds, fool, state, row["instance_id"]),
+                (preds, fool, state, *self.rival.identity(), row["instance_id"]),
             )
         return True

@@ -24,9 +24,9 @@ def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
 
 def creation_scores(db: sqlite3.Connection, min_solvers: int, p: GameParams) -> list[dict[str, Any]]:
     """Every creation (store order) with ``solvable`` (solvable-by-humans, a fraction; None below
-    ``min_solvers`` answers other than the spymaster's) and ``bonus``."""
+    ``min_solvers`` answers other than the spymaster's), ``bonus`` and its ``round``."""
     rows = db.execute(
-        "SELECT c.instance_id, c.spymaster_id, c.rival_status, c.score_fool_the_ai,"
+        "SELECT c.instance_id, c.spymaster_id, c.rival_status, c.score_fool_the_ai, c.round,"
         " (SELECT json_group_array(s.jaccard) FROM solves s WHERE s.instance_id = c.instance_id"
         "  AND s.solver_id != c.spymaster_id) AS js FROM creations c ORDER BY c.seq"
     ).fetchall()
@@ -64,12 +64,18 @@ def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams)
     return {"name": name, **summary(mine, js), "bonus_unit": p.bonus_unit}
 
 
-def leaderboard(db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20) -> list[dict[str, object]]:
-    """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``)."""
-    scores = creation_scores(db, min_solvers, p)
+def leaderboard(
+    db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20, round_id: int | None = None
+) -> list[dict[str, object]]:
+    """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``).
+
+    ``round_id``: only that collection round's associations and the answers to them (None: all)."""
+    scores = [c for c in creation_scores(db, min_solvers, p) if round_id is None or c["round"] == round_id]
+    solves = "SELECT s.jaccard FROM solves s JOIN creations c USING (instance_id) WHERE s.solver_id = ?"
     rows = []
     for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
-        js = [r[0] for r in db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+        args: tuple[object, ...] = (pid,) if round_id is None else (pid, round_id)
+        js = [r[0] for r in db.execute(solves + ("" if round_id is None else " AND c.round = ?"), args)]
         rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
     rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
     return list(rows[:limit])

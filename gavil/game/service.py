@@ -16,6 +16,10 @@ it expires). An association with ``min_solvers`` answers takes no more (HTTP 409
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
 (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
 
+Rounds (:mod:`gavil.game.rounds`): a game collects the round open when it starts (a restart keeps
+it); each creation stores it and the scoring rival's identity; with none open, creations are refused
+(HTTP 503) while solving goes on.
+
 The rival never blocks a request: a creation is stored at once, ``rival_state`` pending; one thread
 (:class:`gavil.game.rival.RivalWorker`) scores it; the spymaster polls :meth:`Game.creation`. Scores:
 :mod:`gavil.game.scores`. Errors are :class:`GameError` with an HTTP status and a sentence the page shows.
@@ -28,65 +32,33 @@ import hmac
 import json
 import secrets
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gavil.domain.names import NameError_, clean_display_name, display_name_keys
+from gavil.domain.names import display_name_keys
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.domain.winogavil import jaccard
 from gavil.game import admin
 from gavil.game.rival import Rival, RivalWorker
+from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
+from gavil.game.rules import CandidateSet as CandidateSet
+from gavil.game.rules import GameError as GameError
+from gavil.game.rules import clean_name as clean_name
+from gavil.game.rules import positions
 from gavil.game.scores import dashboard, leaderboard
 from gavil.game.store import checkpoint, connect, transaction
 from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
-MAX_NAME = 32
 MAX_INVITATIONS = 1000  # per request
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-class GameError(Exception):
-    """A refused request: ``status`` (HTTP) and the message shown to the player."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class CandidateSet:
-    set_id: str
-    candidates: tuple[str, ...]  # concept names
-    shas: tuple[str, ...]  # the accepted image of each, by content hash
-
-
-def clean_name(name: object) -> str:
-    """A display name by :func:`gavil.domain.names.clean_display_name` (NFKC, variants folded, 1 to
-    ``MAX_NAME`` code points, no invisible character, one script, no small capital). Raises GameError
-    400 with the reason."""
-    if not isinstance(name, str):
-        raise GameError(400, "choose a display name")
-    try:
-        return clean_display_name(name, MAX_NAME)
-    except NameError_ as e:
-        raise GameError(400, f"{e} (a display name has 1 to {MAX_NAME} visible characters)") from None
-
-
-def _positions(selection: object, n: int) -> list[int]:
-    if not isinstance(selection, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in selection):
-        raise GameError(400, "selection must be a list of image positions")
-    if len(set(selection)) != len(selection) or not all(0 <= i < n for i in selection):
-        raise GameError(400, "select distinct images of this set")
-    return list(selection)
 
 
 class Game:
@@ -121,7 +93,10 @@ class Game:
         con = connect(store)  # the schema (migrated), once; and frames a crash left in the WAL into the file
         checkpoint(con)
         row = con.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
+        self.round: Round | None = current_round(con)  # the round this server collects
         con.close()
+        if self.round is None:
+            print(f"game: {NO_ROUND_CONSOLE}", file=sys.stderr)
         self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
         self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
 
@@ -158,6 +133,13 @@ class Game:
                 raise GameError(429, "too many submissions in the last minute; slow down")
             self._rate[token] = [*recent, now]
         return pid
+
+    def _served_round(self, db: sqlite3.Connection) -> int:
+        """The round this server collects if still open (:func:`gavil.game.rounds.still_open`), else GameError 503."""
+        round_id = still_open(db, self.round)
+        if round_id is None:
+            raise GameError(503, NO_ROUND)
+        return round_id
 
     def player(self, token: object) -> str:
         """The player id of a session token. Raises GameError 401 for none or an unknown one."""
@@ -265,6 +247,7 @@ class Game:
             return None
         if row is None:
             with transaction(self.db) as db:
+                self._served_round(db)
                 row = self._open_task(pid)
                 if row is None:
                     had = {r[0] for r in db.execute("SELECT set_id FROM tasks WHERE spymaster_id = ?", (pid,))}
@@ -304,7 +287,7 @@ class Game:
             raise GameError(400, str(e)) from None
         if self.flag_cue(cue_text):
             raise GameError(400, "this cue is not allowed (profanity filter); choose another")
-        picks = _positions(selection, len(cs.candidates))
+        picks = positions(selection, len(cs.candidates))
         lo, hi = K_LIMITS[len(cs.candidates)]
         if not lo <= len(picks) <= hi:
             raise GameError(400, f"select {lo} to {hi} images for {len(cs.candidates)} candidates")
@@ -315,13 +298,15 @@ class Game:
         pending = self.rival.model is not None
         try:
             with transaction(self.db) as db:
+                round_id = self._served_round(db)
                 n = db.execute("SELECT COUNT(*) FROM creations WHERE task_id = ?", (task["task_id"],)).fetchone()[0]
                 if n >= 2:
                     raise GameError(409, "this task already has its two cues")
                 db.execute(
                     "INSERT INTO creations (instance_id, task_id, spymaster_id, cue, cue_norm, content_key, candidates,"
-                    " associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?)",
+                    " associations, rival_status, rival_predictions, score_fool_the_ai, created_at, rival_state,"
+                    " round, rival_model, rival_architecture, rival_weights, rival_sha256)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         iid,
                         task["task_id"],
@@ -334,6 +319,8 @@ class Game:
                         self.rival.status,
                         self.clock(),
                         "pending" if pending else "done",
+                        round_id,
+                        *self.rival.identity(),
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -350,6 +337,7 @@ class Game:
             "rival_message": self.rival.message,
             "score_fool_the_ai": None,
             "cues_given": n + 1,
+            "round": round_id,
         }
 
     def creation(self, token: str, instance_id: object) -> dict[str, Any]:
@@ -439,7 +427,7 @@ class Game:
         if c["spymaster_id"] == pid:
             raise GameError(403, "you created this association: other players solve it")
         cands, assoc = json.loads(c["candidates"]), json.loads(c["associations"])
-        picks = _positions(selection, len(cands))
+        picks = positions(selection, len(cands))
         if len(picks) != len(assoc):
             raise GameError(400, f"select exactly {len(assoc)} images")
         chosen = [cands[i] for i in picks]
@@ -481,9 +469,9 @@ class Game:
         """The player's own scores (percentages) and bonus (:func:`gavil.game.scores.dashboard`)."""
         return dashboard(self.db, self.player(token), self.min_solvers, self.p)
 
-    def leaderboard(self, limit: int = 20) -> list[dict[str, Any]]:
-        """Display names ranked by bonus, then fool-the-AI, then associations solved."""
-        return leaderboard(self.db, self.min_solvers, self.p, limit)
+    def leaderboard(self, limit: int = 20, round_id: int | None = None) -> list[dict[str, Any]]:
+        """Display names ranked by bonus, then fool-the-AI, then associations solved (one round's or all)."""
+        return leaderboard(self.db, self.min_solvers, self.p, limit, round_id)
 
     # ------------------------------------------------------------------------------ admin
     def set_paused(self, paused: bool) -> None:

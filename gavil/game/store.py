@@ -31,7 +31,16 @@ annotator key before anything leaves it):
   ``rival_status`` is ``ok``, ``untrained`` (random weights) or ``no_weights`` (then the
   predictions and score are null); ``rival_state`` is ``pending`` (stored, the rival's picks not
   yet computed: predictions and score null), ``done`` or ``failed`` (the rival raised: null);
-  ``score_fool_the_ai`` an int 0-100.
+  ``score_fool_the_ai`` an int 0-100. Version 4 adds ``round`` (the round open when it was
+  stored; null for the ``swow_af`` variant's rows) and the identity of the rival that scored it:
+  ``rival_model`` (the ``models:`` entry), ``rival_architecture``, ``rival_weights`` (pretrained
+  tag, ``file:<sha256[:16]>`` or ``untrained``; null without weights) and ``rival_sha256`` (the
+  weights file's sha256, null when unknown).
+- ``rounds(round_id, rival, architecture, pretrained, weights_sha256, opened_at, closed_at)``
+  (version 4): collection rounds, numbered from 1 (round 0 is the released WinoGAViL data); at
+  most one has ``closed_at`` null (the open round, enforced by a unique index). ``rival`` is the
+  ``models:`` entry named when it was opened, with that entry's architecture, pretrained tag and
+  sha256 pin as they were then (:mod:`gavil.game.rounds`).
 - ``solves(seq, instance_id, solver_id, selection, jaccard, created_at, lease_id)``: ``jaccard`` a
   fraction; ``lease_id`` the served task it answered (null for version-1 rows).
 - ``leases(lease_id, instance_id, solver_id, issued_at, expires_at)``: solve work the server
@@ -53,7 +62,7 @@ from typing import Any
 from gavil.errors import GavilError
 
 STORE_FILE = "game.sqlite"
-SCHEMA_VERSION = 3  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+SCHEMA_VERSION = 4  # PRAGMA user_version of a store this code writes; older ones are migrated on open
 
 
 class GameStoreError(GavilError):
@@ -146,7 +155,33 @@ def _rekey(con: sqlite3.Connection) -> None:
         )
 
 
-MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {0: _TABLES_V1, 1: _MIGRATE_1_TO_2, 2: _rekey}
+# version 3 -> 4: collection rounds. Every creation names its round and the identity of the rival
+# that scored it (models entry, architecture, weights: pretrained tag or "file:<sha256[:16]>", and
+# the sha256 of the weights file). A store with creations gets round 1 for them: a closed round from
+# the first to the last creation whose rival was not recorded (null identity); the next round a
+# maintainer opens is 2. The swow_af variant's rows (spymaster "variant:swow_af") get no round.
+_MIGRATE_3_TO_4 = """
+CREATE TABLE rounds(
+  round_id INTEGER PRIMARY KEY CHECK (round_id >= 1), rival TEXT, architecture TEXT, pretrained TEXT,
+  weights_sha256 TEXT, opened_at REAL NOT NULL, closed_at REAL, CHECK (closed_at IS NULL OR closed_at >= opened_at));
+CREATE UNIQUE INDEX rounds_one_open ON rounds(closed_at IS NULL) WHERE closed_at IS NULL;
+ALTER TABLE creations ADD COLUMN round INTEGER REFERENCES rounds(round_id);
+ALTER TABLE creations ADD COLUMN rival_model TEXT;
+ALTER TABLE creations ADD COLUMN rival_architecture TEXT;
+ALTER TABLE creations ADD COLUMN rival_weights TEXT;
+ALTER TABLE creations ADD COLUMN rival_sha256 TEXT;
+INSERT INTO rounds (round_id, opened_at, closed_at)
+  SELECT 1, lo, hi FROM (SELECT MIN(created_at) AS lo, MAX(created_at) AS hi FROM creations
+  WHERE spymaster_id NOT LIKE 'variant:%') WHERE lo IS NOT NULL;
+UPDATE creations SET round = 1 WHERE spymaster_id NOT LIKE 'variant:%'
+"""
+
+MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
+    0: _TABLES_V1,
+    1: _MIGRATE_1_TO_2,
+    2: _rekey,
+    3: _MIGRATE_3_TO_4,
+}
 """SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
 no tables; its step creates version 1's tables, then every later step applies)."""
 
@@ -373,7 +408,10 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     score the game's background rival has not computed yet (``rival_state`` pending) is exported
     like one without a rival (score null, every other field final); once the score is stored, the
     store file changes and the next ``dvc repro`` re-imports it with the score. Each creation also
-    carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1).
+    carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1), its ``round``
+    (int, null for the ``swow_af`` variant's rows and stores older than version 4) and the scoring
+    rival's ``rival_model``, ``rival_architecture``, ``rival_weights`` and ``rival_sha256`` (null
+    when not recorded).
     Returns two empty lists when nothing is at ``path``. The file is opened read-only: reading never changes it.
 
     Raises:
@@ -393,8 +431,10 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
         con.execute("BEGIN")  # one read snapshot for both tables
         _check_schema(path, con)
         have = {r[1] for r in con.execute("PRAGMA table_info(creations)")}
-        # rival_state: schema version 2 (the background rival); a version-1 store's scores are all final
-        creation_columns = READ_COLUMNS["creations"] + (("rival_state",) if "rival_state" in have else ())
+        # rival_state: schema version 2 (the background rival); a version-1 store's scores are all final;
+        # round and the rival's identity: version 4 (older stores: round null, identity unknown)
+        optional = ("rival_state", "round", "rival_model", "rival_architecture", "rival_weights", "rival_sha256")
+        creation_columns = READ_COLUMNS["creations"] + tuple(c for c in optional if c in have)
         creations = [
             {
                 "seq": r["seq"],
@@ -411,6 +451,7 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 "rival_state": _state(r),
                 # served swow_af instances (gavil.game.service.Game.serve_variant) say so; the rest are random sets
                 "images_source": "swow_af" if r["spymaster_id"] == "variant:swow_af" else "random",
+                **{c: (r[c] if c in r.keys() else None) for c in optional[1:]},
             }
             for r in con.execute(f"SELECT {', '.join(creation_columns)} FROM creations ORDER BY seq")
         ]

@@ -319,6 +319,7 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
             {
                 "rival_status": game.rival.status,
                 "rival_message": game.rival.message,
+                "round": None if game.round is None else game.round.round_id,  # the round collected; None: none
                 "paused": game.paused(),  # in memory: status never waits for the thread pool
                 "identity": game.p.identity,
                 "min_solvers": game.min_solvers,
@@ -366,7 +367,11 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
 
     async def leaderboard(request: Request) -> Response:
         await reader(request)
-        return _json({"rows": await run(game.leaderboard)})
+        given = request.query_params.get("round")  # ?round=N: one collection round's leaderboard
+        if given is not None and not (given.isascii() and given.isdigit() and len(given) <= 9):
+            raise GameError(400, "round must be a whole number (0, 1, 2, ...)")
+        round_id = None if given is None else int(given)
+        return _json({"rows": await run(game.leaderboard, 20, round_id), "round": round_id})
 
     async def image(request: Request) -> Response:
         sha = request.path_params["sha"]

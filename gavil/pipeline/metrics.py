@@ -23,7 +23,7 @@ METRICS_SUMMARY: dict[str, dict[str, str]] = {
     "score_candidates": {"instances": "instances", "jaccard": "mean_jaccard_percent"},
     "import_annotations": {"instances": "instances.*", "rejected": "rejected"},
     "select_instances": {"instances": "by_dataset_status.*", "selected": "by_dataset_status.*/selected"},
-    "export": {"instances": "instances", "hf_instances": "dataset_instances"},
+    "export": {"instances": "instances", "hf_instances": "dataset_instances", "version": "version"},
     "adversarial_filter": {"instances": "instances", "replacements": "replacements"},
     "aflite": {"instances": "instances", "flagged": "flagged"},
     "evaluate": {"instances": "instances", "release_check": "release_check.matches"},

@@ -192,7 +192,8 @@ STAGES: tuple[StageSpec, ...] = (
             "paper_md",
             "cue_image_pairs",
         ),
-        params=("evaluate", "paper"),  # with the entries of evaluate.models and paper.text_models
+        # with the entries of evaluate.models and paper.text_models; export.patch: the dataset version its rows name
+        params=("evaluate", "paper", "export.patch"),
         partitioned=True,  # by model (stages/evaluate/spread.py)
         external=(
             "${evaluate.release_predictions_dir}",

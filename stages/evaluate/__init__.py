@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 import numpy as np
 import pandas as pd
 
+from gavil.domain.versions import dataset_version
 from gavil.domain.winogavil import candidate_group, fool_the_ai_score, jaccard, random_expected_jaccard
 from gavil.errors import MissingInput
 from gavil.io import atomic_path
@@ -43,7 +44,7 @@ from gavil.models.embeddings import Cache, score_instances
 from gavil.models.loading import ModelSpec
 from gavil.pipeline import catalog
 from gavil.progress import step
-from schemas.evaluate import EvalPredictions, Evaluation
+from schemas.evaluate import ALL_ROUNDS, EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
 from stages.evaluate import paired, paper, spread
 from stages.evaluate.published import rerank
@@ -56,6 +57,7 @@ class Metrics(TypedDict):
     """``data/metrics/evaluate.json``: Table 4 cells in percent."""
 
     instances: int
+    dataset_version: str  # the dataset version scored (1.<round>.<patch>, gavil.domain.versions.dataset_version)
     models: dict[str, dict[str, Any]]  # model -> status, weights_sha256 and "dataset group" -> mean Jaccard %
     release_check: dict[str, Any]  # computed vs published release numbers
     paired: dict[str, Any]  # Winoground paired scores (stages/evaluate/paired.py)
@@ -143,42 +145,93 @@ def bootstrap_ci(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, flo
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def aggregate(pred: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per model x dataset x cell: counts, mean Jaccard x100, CI, random baseline (Table 4 cells)."""
+def aggregate(
+    pred: pd.DataFrame,
+    n_boot: int,
+    seed: int,
+    rounds: dict[str, int] | None = None,
+    version: str = "1.0.0",
+) -> pd.DataFrame:
+    """Per model x dataset x round x cell: counts, mean Jaccard x100, CI, random baseline (Table 4
+    cells). Every (model, dataset) gets its rows over all rounds together (``round``
+    :data:`schemas.evaluate.ALL_ROUNDS`, -1) and then per collection round, ascending.
+
+    Args:
+        rounds: instance_id -> collection round (an id not in it, e.g. the release's stored
+            predictions: round 0); None: every instance is round 0.
+        version: the dataset version scored (:func:`gavil.domain.versions.dataset_version`), on every row.
+    """
     rows = []
-    df = pred.assign(group=pred["num_candidates"].map(candidate_group))
-    for (model, weights, dataset), g in df.groupby(["model_name", "weights_id", "dataset"], sort=False):
-        cells = [("num_candidates", str(n), g[g["num_candidates"] == n]) for n in sorted(g["num_candidates"].unique())]
-        cells += [("group", grp, g[g["group"] == grp]) for grp in ("5&6", "10&12") if (g["group"] == grp).any()]
-        cells.append(("all", "all", g))
-        for breakdown, cell, c in cells:
-            scored = c[c["status"].isin(["ok", "untrained"])]
-            base = scored if len(scored) else c
-            vals = 100 * scored["jaccard"].to_numpy(dtype=float)
-            lo, hi = bootstrap_ci(vals, n_boot, seed)
-            rows.append(
-                {
-                    "model_name": model,
-                    "weights_id": weights,
-                    "dataset": dataset,
-                    "breakdown": breakdown,
-                    "cell": cell,
-                    "n_instances": len(c),
-                    "n_scored": len(scored),
-                    "untrained": bool((scored["status"] == "untrained").any()),
-                    "mean_jaccard_percent": float(vals.mean()) if len(vals) else None,
-                    "ci_low_percent": lo if len(vals) else None,
-                    "ci_high_percent": hi if len(vals) else None,
-                    "random_percent": 100 * float(base["random_jaccard"].mean()),
-                }
-            )
+    rnd = pred["instance_id"].map(rounds or {}).fillna(0).astype(int) if len(pred) else pd.Series([], dtype=int)
+    df = pred.assign(group=pred["num_candidates"].map(candidate_group), round=rnd)
+    for (model, weights, dataset), whole in df.groupby(["model_name", "weights_id", "dataset"], sort=False):
+        parts = [(ALL_ROUNDS, whole)] + [(int(r), whole[whole["round"] == r]) for r in sorted(whole["round"].unique())]
+        for round_id, g in parts:
+            cells = [
+                ("num_candidates", str(n), g[g["num_candidates"] == n]) for n in sorted(g["num_candidates"].unique())
+            ]
+            cells += [("group", grp, g[g["group"] == grp]) for grp in ("5&6", "10&12") if (g["group"] == grp).any()]
+            cells.append(("all", "all", g))
+            for breakdown, cell, c in cells:
+                scored = c[c["status"].isin(["ok", "untrained"])]
+                base = scored if len(scored) else c
+                vals = 100 * scored["jaccard"].to_numpy(dtype=float)
+                lo, hi = bootstrap_ci(vals, n_boot, seed)
+                rows.append(
+                    {
+                        "model_name": model,
+                        "weights_id": weights,
+                        "dataset": dataset,
+                        "breakdown": breakdown,
+                        "cell": cell,
+                        "n_instances": len(c),
+                        "n_scored": len(scored),
+                        "untrained": bool((scored["status"] == "untrained").any()),
+                        "mean_jaccard_percent": float(vals.mean()) if len(vals) else None,
+                        "ci_low_percent": lo if len(vals) else None,
+                        "ci_high_percent": hi if len(vals) else None,
+                        "random_percent": 100 * float(base["random_jaccard"].mean()),
+                        "round": round_id,
+                        "dataset_version": version,
+                    }
+                )
     return pd.DataFrame(rows, columns=list(Evaluation.to_schema().columns))
 
 
+def table4_by_round(ev: pd.DataFrame) -> str:
+    """Per collection round (when the benchmark holds more than one): models x (game 10&12, game
+    5&6, SWOW 5&6) mean Jaccard x100 (scored/total), one Markdown table per round; "" otherwise."""
+    per = ev[(ev["round"] != ALL_ROUNDS) & (ev["breakdown"] == "group") & (ev["model_name"] != RELEASE_MODEL)]
+    rounds = sorted(per["round"].unique())
+    if len(rounds) < 2:
+        return ""
+    out = ["\n## Per collection round (round 0: the release)\n"]
+    for r in rounds:
+        out.append(f"\n### Round {r}\n\n| Model | Game 10 & 12 | Game 5 & 6 | SWOW 5 & 6 |\n|---|---|---|---|")
+        g = per[per["round"] == r]
+        for (model, weights), m in g.groupby(["model_name", "weights_id"], sort=False):
+            cells = []
+            for dataset, grp in TABLE4_COLUMNS:
+                x = m[(m["dataset"] == dataset) & (m["cell"] == grp)]
+                if x.empty:
+                    cells.append("–")
+                elif pd.isna(x["mean_jaccard_percent"].iloc[0]):
+                    cells.append(f"n/a (0/{int(x['n_instances'].iloc[0])})")
+                else:
+                    cells.append(
+                        f"{x['mean_jaccard_percent'].iloc[0]:.1f} ({x['n_scored'].iloc[0]}/{x['n_instances'].iloc[0]})"
+                    )
+            out.append(f"| {model} ({weights}) | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def table4_markdown(ev: pd.DataFrame, humans: dict[tuple[str, str], float]) -> str:
-    """Models x (game 10&12, game 5&6, SWOW 5&6): mean [95 % CI] (scored/total), as Table 4."""
+    """Models x (game 10&12, game 5&6, SWOW 5&6): mean [95 % CI] (scored/total), as Table 4, over
+    every collection round together (rows with ``round`` -1)."""
     head = "| Model | Game 10 & 12 | Game 5 & 6 | SWOW 5 & 6 |\n|---|---|---|---|\n"
     lines = []
+    if "round" in ev:
+        ev = ev[ev["round"] == ALL_ROUNDS]
     groups = ev[ev["breakdown"] == "group"]
     for (model, weights), g in groups.groupby(["model_name", "weights_id"], sort=False):
         cells = []
@@ -355,7 +408,11 @@ def _run(params: Params, results: list[dict[str, Any]]) -> Metrics:
     pred = catalog.write_table(pd.concat([*frames, *text_frames, release], ignore_index=True), "predictions")
     cache.save()
     step(f"Table 4 cells, {p.bootstrap} bootstrap resamples each")
-    ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed), "evaluation")
+    rounds = dict(zip(selection["instance_uid"], selection["round"].fillna(0).astype(int)))
+    bench_rounds = selection.loc[(selection["status"] == "selected") & (selection["dataset"] == "game"), "round"]
+    version = dataset_version(bench_rounds, params.export.patch)[1]
+    ev = catalog.write_table(aggregate(pred, p.bootstrap, p.seed, rounds, version), "evaluation")
+    overall = ev[ev["round"] == ALL_ROUNDS]
     step("paired scores")
     paired_metrics = paired.run(inst, pred, release_dir, p.bootstrap, p.seed)
     sel = selection[selection["status"] == "selected"].assign(group=lambda d: d["num_candidates"].map(candidate_group))
@@ -363,11 +420,11 @@ def _run(params: Params, results: list[dict[str, Any]]) -> Metrics:
     groups_of = cast("Iterable[tuple[tuple[str, str], pd.DataFrame]]", sel.groupby(["dataset", "group"]))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in groups_of}
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
-        tmp.write_text(table4_markdown(ev, humans))
+        tmp.write_text(table4_markdown(overall, humans) + table4_by_round(ev))
     step("plots")
-    plots(ev, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
+    plots(overall, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
 
-    groups = ev[ev["breakdown"] == "group"]
+    groups = overall[overall["breakdown"] == "group"]
 
     def cell(model: str, dataset: str, grp: str) -> float | None:
         r = groups[(groups["model_name"] == model) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
@@ -390,6 +447,7 @@ def _run(params: Params, results: list[dict[str, Any]]) -> Metrics:
     }
     metrics: Metrics = {
         "instances": len(inst),
+        "dataset_version": version,
         "models": models,
         "paper": paper.analyses(params, selection, inst, pred, cache, text_meta, models),
         "release_check": {

@@ -28,6 +28,7 @@ CREATION_FIELDS = (
     "associations",
     "score_fool_the_ai",
     "images_source",
+    "round",
 )
 SOLVE_FIELDS = ("instance_id", "solver_id", "selection")
 

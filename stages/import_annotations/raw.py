@@ -65,6 +65,10 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
     if source is not None and not isinstance(source, str):
         raise RowError(f"images_source {source!r} is not a string")
     source = (source or "").strip() or None
+    rnd = rec.get("round")
+    rnd = 0 if rnd in (None, "") else parse_int(rnd, "round")
+    if rnd < 0:
+        raise RowError(f"round={rnd} is negative (rounds are 0, the release, 1, 2, ...)")
     return {
         "uid": uid,
         "cue": cue,
@@ -74,6 +78,7 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
         "spymaster": spymaster,
         "fool": fool,
         "images_source": source,
+        "round": rnd,
     }
 
 
@@ -106,6 +111,7 @@ def _accept_creation(v: dict[str, Any], name: str, line: int, state: ImportState
             "candidates_connectivity_score": None,
             "spymaster": hash_annotator(v["spymaster"], state.key),
             "cue_flag": state.flag_cue(v["cue"]),
+            "round": v["round"],
         }
     )
 

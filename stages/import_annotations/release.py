@@ -102,6 +102,7 @@ def import_release_file(path: Path, dataset: str, state: ImportState) -> None:
                     "candidates_connectivity_score": opt_float(rec, "candidates_connectivity_score"),
                     "spymaster": None,
                     "cue_flag": None,  # released instances are imported as published
+                    "round": 0,  # the released WinoGAViL data are round 0
                 }
             )
         except RowError as e:

@@ -264,7 +264,20 @@ def select(
         ids = {u: (d, int(i)) for u, d, i in zip(ided["instance_uid"], ided["dataset"], ided["ID"])}
         ids |= {u: (r["dataset"], int(r["ID"])) for u, r in led.items() if not is_null(r["ID"]) and u not in ids}
         df.loc[list(dups), "reason"] = [duplicate_reason(o, ids) for o in dups.values()]
+    df["round"] = rounds_of(df, instances)
     return df
+
+
+def rounds_of(selection: pd.DataFrame, instances: pd.DataFrame) -> pd.Series:
+    """The collection round of each selection row (Int64): its imported instance's ``round`` (a
+    ``rejected`` row's too, by the uid before ``#conflict:``); a row kept from the ledger whose
+    source is no longer imported: 0 when released, else null (the ledger does not record rounds)."""
+    by_uid = dict(zip(instances["instance_uid"], instances["round"])) if "round" in instances else {}
+    out = [
+        by_uid.get(uid.split("#conflict:")[0], 0 if origin == "release" else None)
+        for uid, origin in zip(selection["instance_uid"], selection["origin"])
+    ]
+    return pd.Series(pd.array(out, dtype="Int64"), index=selection.index)
 
 
 def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFrame:
