@@ -101,7 +101,7 @@ class Run:
     use_dvc: bool
     slots: Slots
 
-    def metrics(self, name: str) -> dict[str, Any]:
+    def metrics(self, name: str) -> dict[str, object]:
         """Stage ``name``'s recorded metrics (a stage DVC skipped)."""
         return {**json.loads((Path(self.root) / BY_NAME[name].metrics).read_text()), "skipped": True}
 

@@ -22,9 +22,10 @@ import contextlib
 import os
 import secrets
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from gavil.errors import GavilError
 from gavil.pipeline.parallel import cores, threads_per_process
@@ -63,7 +64,18 @@ def thread_slots(threads: int | None, n_cores: int | None = None) -> Slots:
     return Slots(total, {"": threads_per_process(total, n_cores)})
 
 
-def dask_slots(infos: dict[str, dict[str, Any]]) -> Slots:
+class WorkerInfo(TypedDict):
+    """A Dask worker's answer to :func:`probe`: its host, CPU set, ``nthreads``, ``why`` it cannot
+    use the project (None: it can) and the ``reply`` file it wrote there."""
+
+    host: str
+    cpus: list[int]
+    nthreads: int
+    why: str | None
+    reply: str | None
+
+
+def dask_slots(infos: Mapping[str, WorkerInfo]) -> Slots:
     """Slots of a Dask cluster from :func:`probe` answers (worker address -> host, cpus, nthreads):
     the workers sharing a machine's CPU set share its cores."""
     groups: dict[tuple[str, tuple[int, ...]], int] = {}
@@ -76,10 +88,10 @@ def dask_slots(infos: dict[str, dict[str, Any]]) -> Slots:
     return Slots(max(1, sum(int(i["nthreads"]) for i in infos.values())), threads)
 
 
-def probe(root: str, check_name: str, token: str, dask_worker: Any = None) -> dict[str, Any]:
+def probe(root: str, check_name: str, token: str, dask_worker: object = None) -> WorkerInfo:
     """Run on a Dask worker (``Client.run``): its host, CPU set and ``nthreads``, and ``why`` it
     cannot use the project at ``root`` (None: it can; then ``reply`` names the file it wrote there)."""
-    info: dict[str, Any] = {
+    info: WorkerInfo = {
         "host": socket.gethostname(),
         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(cores())),
         "nthreads": int(getattr(getattr(dask_worker, "state", None), "nthreads", 1) or 1),
@@ -132,9 +144,9 @@ def check_workers(address: str, root: Path, timeout_s: float = 30) -> Slots:
     check.write_text(token)
     try:
         with Client(address, timeout=timeout_s, set_as_default=False) as client:
-            infos: dict[str, dict[str, Any]] = client.run(probe, str(root), check_name, token)
+            infos: dict[str, WorkerInfo] = client.run(probe, str(root), check_name, token)
         for addr, info in sorted(infos.items()):
-            if info["why"] is None and not (root / info["reply"]).is_file():
+            if info["why"] is None and (info["reply"] is None or not (root / info["reply"]).is_file()):
                 info["why"] = "another folder at that path (its reply file did not arrive here)"
             if info["why"] is not None:
                 raise _not_shared(addr, info["host"], root, info["why"])

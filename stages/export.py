@@ -48,6 +48,14 @@ if TYPE_CHECKING:
     from gavil.params import Params
 
 
+class RoundChange(TypedDict):
+    """One collection round's line of the changelog (``round`` None: not known)."""
+
+    round: int | None
+    published: int
+    retired: int
+
+
 class Metrics(TypedDict):
     """``data/metrics/export.json``."""
 
@@ -61,7 +69,7 @@ class Metrics(TypedDict):
     dataset_images: int  # distinct images in it
     round: int  # the highest collection round in the benchmark (0: the release only)
     version: str  # the dataset version, 1.<round>.<patch> (dataset_version)
-    changelog: list[dict[str, Any]]  # per round: instances published (selected) and retired
+    changelog: list[RoundChange]  # per round: instances published (selected) and retired
 
 
 #: Release split file -> its catalog name.
@@ -80,13 +88,13 @@ def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFr
     return sel[BENCHMARK_TABLE_COLUMNS].reset_index(drop=True)
 
 
-def changelog(selection: pd.DataFrame) -> list[dict[str, Any]]:
+def changelog(selection: pd.DataFrame) -> list[RoundChange]:
     """Per collection round (ascending; ``None`` last: rows whose round is not known), the game
     benchmark's ``published`` (status selected) and ``retired`` instance counts."""
     game = selection[(selection["dataset"] == "game") & selection["status"].isin(["selected", "retired"])]
     rounds = game["round"] if "round" in game else pd.Series([0] * len(game), index=game.index)
     keys = sorted({None if pd.isna(r) else int(r) for r in rounds}, key=lambda r: (r is None, r or 0))
-    out = []
+    out: list[RoundChange] = []
     for r in keys:
         mine = game[rounds.isna()] if r is None else game[rounds == r]
         out.append(

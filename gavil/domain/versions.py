@@ -8,11 +8,12 @@ row of its results.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
-from typing import Any
+from typing import SupportsInt
 
 
-def dataset_version(rounds: Iterable[Any], patch: int = 0) -> tuple[int, str]:
+def dataset_version(rounds: Iterable[object], patch: int = 0) -> tuple[int, str]:
     """(round, version) of a benchmark whose instances have collection ``rounds`` (ints; None or
     NA for an unknown round, skipped): the highest round (0 when none is known) and ``1.<round>.<patch>``.
 
@@ -21,10 +22,8 @@ def dataset_version(rounds: Iterable[Any], patch: int = 0) -> tuple[int, str]:
     """
     known = []
     for r in rounds:
-        try:
+        if isinstance(r, numbers.Real) and isinstance(r, SupportsInt) and r == r:  # None, pandas NA, NaN: not known
             known.append(int(r))
-        except (TypeError, ValueError):  # None, pandas NA, NaN: not known
-            continue
     if patch < 0 or any(r < 0 for r in known):
         raise ValueError(f"rounds and patch are >= 0, not patch={patch}, rounds={sorted(set(known))[:5]}")
     top = max(known, default=0)

@@ -33,11 +33,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from gavil.errors import GavilError
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: The environment variables that size the thread pools of OpenMP (torch, scikit-learn), MKL,
 #: OpenBLAS, Accelerate and numexpr. A library reads its variable once, when it is loaded.
@@ -205,7 +206,7 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             proc.terminate()
 
 
-def map_spawned(func: Callable[..., Any], calls: list[tuple[Any, ...]], processes: int, threads: int) -> list[Any]:
+def map_spawned(func: Callable[..., R], calls: list[tuple[object, ...]], processes: int, threads: int) -> list[R]:
     """``[func(*args) for args in calls]``, run on ``processes`` spawned worker processes with
     ``threads`` CPU threads each (:func:`cap_threads`, in their environment from the start);
     results in the order of ``calls``. ``func`` and the arguments travel pickled (``func`` must be

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from gavil.io import write_json
 from gavil.params import Params, load_params
@@ -120,7 +120,7 @@ def concurrent(name: str, params: Params) -> bool:
 
 def run_partitioned(
     name: str, params: str | os.PathLike | Params = "params.yaml", processes: int | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Run a partitioned stage with its partitions on worker processes (``gavil stage``).
 
     Plans the partitions for the workers this machine can take (:func:`gavil.pipeline.parallel.budget`:
@@ -164,9 +164,17 @@ def plan_stage(name: str, params: str | os.PathLike | Params = "params.yaml", wo
         return module.plan(p)
 
 
+class PartitionPlan(TypedDict):
+    """A partitioned stage's plan for the Prefect flow: its partitions (what its ``work`` takes)
+    and whether they may run at the same time."""
+
+    parts: list[Any]
+    concurrent: bool
+
+
 def plan_partitions(
     name: str, params: str | os.PathLike | Params = "params.yaml", workers: int | None = None
-) -> dict[str, Any]:
+) -> PartitionPlan:
     """``{"parts": plan_stage(...), "concurrent": concurrent(...)}``: what the Prefect flow maps, and
     whether its partitions may run at the same time (a web crawl's run one after another)."""
     p = _params(params)

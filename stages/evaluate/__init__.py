@@ -342,7 +342,7 @@ def plan(params: Params) -> list[dict[str, list[str]]]:
     return spread.plan(params, inst, images)
 
 
-def work(params: Params, part: dict[str, list[str]]) -> dict[str, Any]:
+def work(params: Params, part: dict[str, list[str]]) -> spread.PartResult:
     """Load one partition's models and embed what scoring the benchmark needs (:func:`stages.evaluate.spread.work`)."""
     _, inst, images = _inputs()
     return spread.work(params, part, inst, images, [catalog.path(n) for n in catalog.EMBEDDING_CACHES])
@@ -354,7 +354,7 @@ def run(params: Params) -> Metrics:
     return reduce(params, [work(params, part) for part in plan(params)])
 
 
-def reduce(params: Params, results: list[dict[str, Any]]) -> Metrics:
+def reduce(params: Params, results: list[spread.PartResult]) -> Metrics:
     """Score every model from the partitions' embeddings, then everything else of the stage.
 
     Returns the metrics: instances, each model's status and Table 4 cells (percent), the release
@@ -363,13 +363,13 @@ def reduce(params: Params, results: list[dict[str, Any]]) -> Metrics:
     return _run(params, results)
 
 
-def _run(params: Params, results: list[dict[str, Any]]) -> Metrics:
+def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     p = params.evaluate
     step("reading the selection")
     specs = [ModelSpec.of(name, params.models[name]) for name in p.models]
     selection, inst, images = _inputs()
     cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("eval_embeddings", "write"))
-    loaded: dict[str, dict[str, Any]] = {}
+    loaded: dict[str, spread.ModelInfo] = {}
     for r in results:
         cache.add_rows(r["rows"])
         loaded |= r["models"]

@@ -16,9 +16,10 @@ small next to the image models'.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 
@@ -64,13 +65,32 @@ def plan(params: Params, inst: pd.DataFrame, images: dict[str, tuple[str, str]])
     return [{"models": [n]} for n in heavy] + ([{"models": rest}] if rest else [])
 
 
+class ModelInfo(TypedDict, total=False):
+    """What :func:`work` learned of one model: its identity (``weights_id``, ``untrained``,
+    ``numerics``, ``weights_sha256``), or only ``reason`` (the fixed no-weights sentence)."""
+
+    weights_id: str
+    untrained: bool
+    numerics: str
+    weights_sha256: str | None
+    reason: str
+
+
+class PartResult(TypedDict):
+    """One partition's result: each model's :class:`ModelInfo` and the new embedding cache rows
+    (:meth:`gavil.models.embeddings.Cache.new_rows`)."""
+
+    models: dict[str, ModelInfo]
+    rows: list[dict[str, Any]]
+
+
 def work(
     params: Params,
     part: dict[str, list[str]],
     inst: pd.DataFrame,
     images: dict[str, tuple[str, str]],
-    cache_paths: Sequence[Any],
-) -> dict[str, Any]:
+    cache_paths: Sequence[str | os.PathLike[str]],
+) -> PartResult:
     """Load the partition's models and embed what scoring ``inst`` needs (cache files
     ``cache_paths`` read first, nothing written).
 
@@ -86,7 +106,7 @@ def work(
     if not isinstance(names, list) or not set(names) <= set(params.evaluate.models):
         raise ValueError(f"evaluate partition {part!r}: expected {{'models': [names of evaluate.models]}} (from plan)")
     cache = Cache(cache_paths, None)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ModelInfo] = {}
     for name in names:
         spec = ModelSpec.of(name, params.models[name])
         step(f"loading {name}")
@@ -117,7 +137,7 @@ def _refuse(what: str) -> Any:
     return embed
 
 
-def stand_in(spec: ModelSpec, info: dict[str, Any]) -> tuple[LoadedModel | None, str | None]:
+def stand_in(spec: ModelSpec, info: ModelInfo) -> tuple[LoadedModel | None, str | None]:
     """The model :func:`work` loaded, as far as scoring from the cache needs it (its embedders
     refuse to run), or (None, the no-weights reason)."""
     if "reason" in info:
