@@ -1,4 +1,4 @@
-"""SWAG Adversarial Filtering (stages/adversarial_filter.py) on synthetic data with a planted
+"""SWAG Adversarial Filtering (stages/adversarial_filter/) on synthetic data with a planted
 artifact: half of every pool carries a marker that gives it away as a non-association. AF must
 drive the share of marked ("easy") assigned distractors from ~50 % to under 5 % and the held-out
 Jaccard to near chance, and never assign a positive, a SWOW response or a duplicate."""
@@ -206,7 +206,7 @@ def test_planted_length_artifact_ends_near_chance_through_the_stage(tmp_path, mo
 def test_no_stopping_decision_sees_the_report_instances(monkeypatch):
     """Every split the stopping judges train or test on leaves the report set out; the report is the
     judges on exactly that set, before and after."""
-    import stages.adversarial_filter as af
+    import stages.adversarial_filter.core as af
     from gavil.models.judges import k_shortest_judge
 
     seen: list[tuple[np.ndarray, np.ndarray]] = []

@@ -87,6 +87,9 @@ def _run_elsewhere(page: str, lang: str, text: str) -> str | None:
     if page == "docs/prefect.md" and lang == "bash" and "dask scheduler" in text:
         assert "docs_block()" in (ROOT / "tests/test_cluster.py").read_text()
         return "tests/test_cluster.py"
+    if page == "docs/tour.md" and lang == "bash" and "raw_example/batch-0001" in text:
+        assert '_readme_block("bash", "raw_example/batch-0001", TOUR)' in (ROOT / "tests/test_export_hf.py").read_text()
+        return "tests/test_export_hf.py"
     if page == "README.md" and lang == "python":
         assert (
             '_readme_block("python", \'load_dataset("data/export/dataset"'

@@ -272,8 +272,11 @@ def test_safe_names_and_opt_out_header():
     assert safe_concept_name("fast food")
     for bad in ("../x", "a/b", "a\x00b", "..", "x" * 300):
         assert not safe_concept_name(bad)
-    assert opted_out("noai") == "noai" and opted_out("googlebot: noindex, otherbot: noimageai") == "noimageai"
-    assert opted_out("noindex, nofollow") is None and opted_out(None) is None
+    assert opted_out("noai") == "noai" and opted_out("googlebot: nofollow, otherbot: noimageai") == "noimageai"
+    assert opted_out("noindex") == "noindex" and opted_out("NoImageIndex") == "noimageindex"
+    assert opted_out("none") == "none" and not opted_out("index, follow") and not opted_out("nofollow")
+    assert opted_out("noindex, nofollow") == "noindex" and opted_out("nosnippet, max-image-preview:large") is None
+    assert opted_out(None) is None
 
 
 def test_inspect_rejects_bomb_before_decoding(tmp_path):

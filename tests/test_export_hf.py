@@ -328,10 +328,13 @@ def test_an_empty_benchmark_exports_empty_counted_files(in_tmp, empty):
 # --- The README's lines, verbatim, on a project built from the sample by the real stages ---------------
 
 
-def _readme_block(lang: str, marker: str) -> str:
-    blocks = re.findall(rf"```{lang}\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+TOUR = ROOT / "docs/tour.md"
+
+
+def _readme_block(lang: str, marker: str, page: Path = ROOT / "README.md") -> str:
+    blocks = re.findall(rf"```{lang}\n(.*?)```", page.read_text(), re.S)
     found = [b for b in blocks if marker in b]
-    assert len(found) == 1, f"one README {lang} block with {marker!r}"
+    assert len(found) == 1, f"one {page.name} {lang} block with {marker!r}"
     return found[0]
 
 
@@ -397,11 +400,11 @@ def test_the_readme_scoring_loop_picks_what_the_project_scorer_picks(export_buil
 
 @pytest.mark.slow
 def test_the_readme_example_batch_is_selected_as_the_readme_says(export_build, tmp_path):
-    """The README's worked batch: copy it (its ``cp`` line, verbatim), run the stages ``dvc repro``
-    re-runs for it, then the README's query: all three instances selected with IDs 3563-3565, and
-    the numbers the README quotes (3,566 instances, 11 in the Hugging Face dataset)."""
+    """The tour's worked batch (docs/tour.md): copy it (its ``cp`` line, verbatim), run the stages
+    ``dvc repro`` re-runs for it, then the page's query: all three instances selected with IDs
+    3563-3565, and the numbers the page quotes (3,566 instances, 11 in the Hugging Face dataset)."""
     project = shutil.copytree(export_build, tmp_path / "proj")
-    cp_line, query_line = _readme_block("bash", "raw_example/batch-0001").strip().split("\n")
+    cp_line, query_line = _readme_block("bash", "raw_example/batch-0001", TOUR).strip().split("\n")
     assert cp_line.endswith(" && dvc repro")
     subprocess.run(["bash", "-c", cp_line.removesuffix(" && dvc repro")], cwd=project, check=True)
     metrics = run_stages(project, ["import_annotations", "select_instances", "export"])
@@ -413,6 +416,5 @@ def test_the_readme_example_batch_is_selected_as_the_readme_says(export_build, t
     assert rows == [["cue", "status", "ID"], ["space", "selected", "3563"], ["meow", "selected", "3564"]] + [
         ["wall", "selected", "3565"]
     ]
-    readme = (ROOT / "README.md").read_text()
-    assert "IDs\n3563-3565" in readme or "IDs 3563-3565" in readme
-    assert "3,566 instances and the Hugging Face dataset 11" in readme.replace("\n", " ")
+    tour = " ".join(TOUR.read_text().split())
+    assert "IDs 3563-3565" in tour and "3,566 instances and the Hugging Face dataset 11" in tour

@@ -186,6 +186,7 @@ def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sampl
     from stages.evaluate import spread
 
     monkeypatch.setattr(parallel, "cores", lambda: 2)  # two workers even on a one-core machine
+    monkeypatch.setattr(parallel, "available_mb", lambda: 64_000.0)  # ... or a busy one (memory budget)
     monkeypatch.setattr(spread, "MIN_PARTITION", 1)  # the sample's few images earn each model a worker
     variants = {
         "one": ({"crawl": None, "ocr": None, "score": None}, 1),

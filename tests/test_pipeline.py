@@ -103,7 +103,8 @@ def test_dvc_repro_end_to_end(sample_build):
         "data/metrics/timings/ocr_filter.json" in shown and "seconds" in shown and "data/metrics/export.json" in shown
     )
     # the default view is one row per file and a column per summary name: readable on a terminal
-    assert max(len(line) for line in shown.splitlines()) <= 200, shown  # 12 stages' summary columns: a wide terminal
+    # 12 stages' summary columns and the timings' (seconds, CPU seconds, peak memory, partitions, processes): a wide terminal
+    assert max(len(line) for line in shown.splitlines()) <= 250, shown
     summary = {p.stem: json.loads(p.read_text()) for p in (d / "data/metrics").glob("*.json")}
     assert summary["export"] == {"instances": 3563, "hf_instances": 0, "version": "1.0.0"}
     assert summary["ocr_filter"] == {"images": 9, "rejected": 0} and summary["evaluate"]["release_check"] is True
@@ -206,8 +207,10 @@ def test_a_collaborator_pulls_everything_and_reruns_nothing(sample_copy, tmp_pat
     assert "up to date" in status.stdout, status.stdout
     again = _run([sys.executable, "-m", "dvc", "repro"], clone)
     assert again.returncode == 0 and "Running stage" not in again.stdout, again.stdout[-2000:]
-    for rel in ("data/export/benchmark.csv", "data/cache/embeddings.parquet", "data/plots/ocr_fates.csv"):
+    for rel in ("data/export/benchmark.csv", "data/plots/ocr_fates.csv"):
         assert (clone / rel).read_bytes() == (d / rel).read_bytes(), rel
+    # the model-output caches hold this machine's numerics: never shared (each machine keeps its own)
+    assert (d / "data/cache/embeddings.parquet").exists() and not (clone / "data/cache/embeddings.parquet").exists()
     assert (clone / "data/ledger/benchmark_ids.parquet").read_bytes() == (
         d / "data/ledger/benchmark_ids.parquet"
     ).read_bytes()
@@ -451,15 +454,16 @@ def test_dask_runner_gives_the_sequential_results(tmp_path, monkeypatch):
     assert len(tables) >= 15 and tables == sorted(
         p.relative_to(dask) for p in (dask / "data").rglob("*.parquet") if "sample" not in p.parts
     )
+    from gavil.pipeline import catalog
+
+    # the model-output caches are this machine's own (local, no DVC output): which cache holds a vector
+    # depends on which stage computed it first, so only the outputs are compared
+    local = {Path(e.path) for e in (*catalog.TABLES, *catalog.ARTIFACTS) if e.local}
+    assert local & set(tables), "the caches are among the tables compared before"
     for t in tables:
+        if t in local:
+            continue
         a, b = pd.read_parquet(seq / t), pd.read_parquet(dask / t)
-        if t.name in (
-            "embeddings.parquet",
-            "ocr_detections.parquet",
-            "eval_embeddings.parquet",
-        ):  # caches: rows in arrival order
-            key = [c for c in ("model", "kind", "key", "sha256") if c in a.columns]
-            a, b = a.sort_values(key, ignore_index=True), b.sort_values(key, ignore_index=True)
         pd.testing.assert_frame_equal(a, b, obj=str(t))
     for m in [*(seq / "data/metrics").glob("*.json"), *(seq / "data/metrics/details").glob("*.json")]:
         rel = m.relative_to(seq)
@@ -478,7 +482,10 @@ def test_local_dask_workers_share_the_cores(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     kwargs = task_runner(str(path)).cluster_kwargs
-    assert kwargs["n_workers"] == 2 and kwargs["env"] == {"OMP_NUM_THREADS": str(worker_cpu_share(2, 1))}
+    from gavil.pipeline.parallel import thread_env
+
+    assert kwargs["n_workers"] == 2 and kwargs["env"] == thread_env(worker_cpu_share(2, 1))
+    assert kwargs["env"]["OMP_NUM_THREADS"] == kwargs["env"]["OPENBLAS_NUM_THREADS"] == str(worker_cpu_share(2, 1))
 
 
 def test_progress_lines_show_done_total_elapsed_eta_and_rate(capsys):

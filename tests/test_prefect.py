@@ -62,10 +62,8 @@ def _free_port() -> int:
 
 def readme_prefect_block() -> str:
     """The bash block of docs/prefect.md that serves the deployments."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("\n## Prefect\n") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    text = (ROOT / "docs/prefect.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     return next(b for b in blocks if "gavil serve" in b)
 
 
