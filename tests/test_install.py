@@ -14,6 +14,7 @@ project, as a user's own script would.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -158,3 +159,19 @@ def test_the_build_hook_and_start_up_file_live_with_the_bridge():
     text = (ROOT / "pyproject.toml").read_text()
     assert 'path = "gavil/compat/build_hook.py"' in text
     assert "gavil/compat/" + PTH in (ROOT / "gavil" / "compat" / "build_hook.py").read_text()
+
+
+def test_a_project_copy_imports_its_own_code(tmp_path):
+    """The start-up file loads the bridge without importing ``gavil``: a copy of the project run from
+    its own folder (a scratch project, a collaborator's second checkout, a stage process) imports its
+    own ``gavil``, not the installed one; the bridge stays one module per process."""
+    shutil.copytree(ROOT / "gavil", tmp_path / "gavil", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "gavil" / "marker.py").write_text("HERE = True\n")
+    code = (
+        "import sys, gavil, gavil.marker, gavil.compat.torchvision_bridge as b; "
+        "print(gavil.__file__); print(b is sys.modules.get('_winogavil_torchvision_bridge', b))"
+    )
+    r = _python(code, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    where, one = r.stdout.split("\n")[:2]
+    assert where == str(tmp_path / "gavil" / "__init__.py") and one == "True", r.stdout

@@ -202,12 +202,41 @@ def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sampl
             timings[(label, name)] = json.loads((d / f"data/metrics/timings/{name}.json").read_text())
         hashes[label] = _outputs(d, PARTITIONED)
     for name in PARTITIONED:
+        if name == "evaluate":  # the sample has no instance whose every candidate has an image: no CLIP work to
+            continue  # spread, so one partition is right (plan's spreading: test_evaluate_spreads_clip_models_with_work)
         assert timings[("two", name)]["processes"] == 2 and timings[("two", name)]["partitions"] >= 2, name
         assert "processes" not in timings[("one", name)], name  # in this process
     assert len(hashes["one"]) >= 20
     for label in ("two", "two-other-sizes"):
         differ = sorted(k for k in hashes["one"] if hashes["one"][k] != hashes[label].get(k))
         assert not differ and hashes[label].keys() == hashes["one"].keys(), (label, differ)
+
+
+def test_evaluate_spreads_clip_models_with_work(monkeypatch):
+    """evaluate's plan: with workers, each open_clip model with enough to embed gets a partition of its
+    own and the rest share one; with one worker, or with nothing for a CLIP model to embed, one
+    partition holds every model."""
+    import pandas as pd
+
+    from gavil.params import load_params
+    from stages.evaluate import spread
+    from tests.helpers import ROOT
+
+    params = load_params(ROOT / "params.yaml")
+    names = [f"w{i}" for i in range(200)]
+    inst = pd.DataFrame(
+        {"cue": [f"cue{i}" for i in range(40)], "candidates": [names[i * 5 : i * 5 + 5] for i in range(40)]}
+    )
+    images = {c: (f"sha-{c}", f"img/{c}.jpg") for c in names}
+    clip = [n for n in params.evaluate.models if params.models[n].kind == "open_clip"]
+    assert len(clip) >= 2
+    with parallel.planning_for(2):
+        parts = spread.plan(params, inst, images)
+        assert [p["models"] for p in parts[: len(clip)]] == [[n] for n in clip]
+        assert sorted(n for p in parts for n in p["models"]) == sorted(params.evaluate.models)
+        assert spread.plan(params, inst, {}) == [{"models": list(params.evaluate.models)}]  # no CLIP work
+    with parallel.planning_for(1):
+        assert spread.plan(params, inst, images) == [{"models": list(params.evaluate.models)}]
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """Packaging step (hatchling build hook; not imported by the installed package): put
 ``winogavil_torchvision.pth`` at the root of the wheel, i.e. into site-packages.
 
-Python runs the file's one line (``import gavil.compat.torchvision_bridge``) at every start-up of
+Python runs the file's one line (it loads ``gavil/compat/torchvision_bridge.py`` by its path, without
+importing the ``gavil`` package) at every start-up of
 the environment, so ``import torchvision`` works from any code where a CPU torch sits beside a
 CUDA torchvision (see :mod:`gavil.compat.torchvision_bridge`, which does nothing where the two
 builds match). ``pyproject.toml`` names this file under ``[tool.hatch.build.targets.wheel.hooks.custom]``;

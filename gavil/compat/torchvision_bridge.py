@@ -17,7 +17,10 @@ match: :func:`needed` is False, the start-up hook installs nothing, and torchvis
 usual. :func:`ensure_torchvision` also finds torchvision's own operators and registers nothing.
 
 **How it runs for any code.** The install puts ``winogavil_torchvision.pth`` into site-packages
-(``gavil/compat/build_hook.py``); Python runs its one line at start-up, which imports this module.
+(``gavil/compat/build_hook.py``); Python runs its one line at start-up, which loads this file by
+its path as ``_winogavil_torchvision_bridge`` without importing the ``gavil`` package (so a project
+copy run from its own folder still imports its own ``gavil``, not the installed one). Importing
+``gavil.compat.torchvision_bridge`` later gives that same module: one bridge, one state per process.
 Importing it reads two small version files (no torch import) and, only when :func:`needed`, puts
 :class:`TorchvisionFirst` first on :data:`sys.meta_path`: the first time anything imports
 ``torchvision``, the finder removes itself and calls :func:`ensure_torchvision`.
@@ -132,8 +135,10 @@ def install() -> bool:
     torchvision is not imported yet and no finder is there). Returns whether a finder is installed.
     Never raises: it runs at every interpreter start-up."""
     try:
-        if "torchvision" in sys.modules or any(isinstance(f, TorchvisionFirst) for f in sys.meta_path):
-            return any(isinstance(f, TorchvisionFirst) for f in sys.meta_path)
+        # by name: a finder left by another copy of this module counts too
+        present = any(type(f).__name__ == "TorchvisionFirst" for f in sys.meta_path)
+        if "torchvision" in sys.modules or present:
+            return present
         if not needed():
             return False
         sys.meta_path.insert(0, TorchvisionFirst())
@@ -144,7 +149,8 @@ def install() -> bool:
 
 def uninstall() -> None:
     """Remove every :class:`TorchvisionFirst` from :data:`sys.meta_path` (idempotent)."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TorchvisionFirst)]
+    # by name: the finder of the start-up file's copy of this module too (one registration per process)
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "TorchvisionFirst"]
 
 
 def _nms_cpu(dets: Any, scores: Any, iou_threshold: float) -> Any:  # pragma: no cover - via torchvision.ops.nms
@@ -233,4 +239,8 @@ def ensure_torchvision() -> None:
         _done = True
 
 
-install()
+_START_UP = "_winogavil_torchvision_bridge"  # the name the start-up file loads this file under
+if __name__ != _START_UP and sys.modules.get(_START_UP) is not None:
+    sys.modules[__name__] = sys.modules[_START_UP]  # one bridge per process: the one loaded at start-up
+else:
+    install()
