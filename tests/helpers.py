@@ -240,3 +240,15 @@ def hide_mpnet_parts(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(name)
 
     monkeypatch.setattr(mpnet.metadata, "distribution", without_parts)
+
+
+#: ``annotations.crowd.columns`` for the MTurk-style batch files the tests write (the release's HIT layout)
+MTURK_COLUMNS = {
+    "candidates": "Input.candidates",
+    "cue_1": "Answer.cue1",
+    "associations_1": "Answer.associations1",
+    "cue_2": "Answer.cue2",
+    "associations_2": "Answer.associations2",
+    "instance_id": "Input.instance_id",
+    "selection": "Answer.selection",
+}

@@ -17,6 +17,7 @@ import pytest
 from gavil.game.store import connect, store_file
 from stages.import_annotations import import_all
 from stages.select_instances import select, update_ledger
+from tests.helpers import MTURK_COLUMNS
 
 KEY = b"k" * 32
 CANDS = ["rocket", "moon", "astronaut", "cat", "coffee"]
@@ -26,15 +27,7 @@ CROWD = {
     "creations_file": "crowd_creations.csv",
     "solves_file": "crowd_solves.csv",
     "accepted_status": ["Submitted", "Approved"],
-    "columns": {
-        "candidates": "Input.candidates",
-        "cue_1": "Answer.cue1",
-        "associations_1": "Answer.associations1",
-        "cue_2": "Answer.cue2",
-        "associations_2": "Answer.associations2",
-        "instance_id": "Input.instance_id",
-        "selection": "Answer.selection",
-    },
+    "columns": MTURK_COLUMNS,
 }
 FIXED = ["HITId", "AssignmentId", "WorkerId", "AssignmentStatus", "SubmitTime", "WorkTimeInSeconds"]
 

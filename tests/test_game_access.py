@@ -119,7 +119,7 @@ def test_refused_admin_attempts_wait_one_at_a_time(project, monkeypatch):
 
     async def guesses() -> list[int]:
         transport = httpx.ASGITransport(app=app.app, client=("192.0.2.1", 1))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             rs = await asyncio.gather(
                 *[client.get("/api/admin/export", headers={"X-Admin-Token": f"g{i}"}) for i in range(8)]
             )

@@ -115,7 +115,7 @@ def test_another_programs_sqlite_file_is_refused_and_left_unchanged(tmp_path):
     path = tmp_path / "game.sqlite"
     con = sqlite3.connect(path)
     con.execute("CREATE TABLE bookmarks(url TEXT, title TEXT)")
-    con.execute("INSERT INTO bookmarks VALUES ('http://x', 'x')")
+    con.execute("INSERT INTO bookmarks VALUES ('http://127.0.0.1/x', 'x')")
     con.commit()
     con.close()
     refused(path, "no table 'creations'", "bookmarks")

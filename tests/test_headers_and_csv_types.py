@@ -18,7 +18,7 @@ import pytest
 from gavil.io import csv_text
 from gavil.pipeline import catalog
 from stages.import_annotations import import_all
-from tests.helpers import ROOT
+from tests.helpers import MTURK_COLUMNS, ROOT
 
 KEY = b"k"
 C5 = json.dumps(["rocket", "cat", "moon", "coffee", "brick"])
@@ -26,15 +26,7 @@ CROWD = {
     "creations_file": "crowd_creations.csv",
     "solves_file": "crowd_solves.csv",
     "accepted_status": ["Approved"],
-    "columns": {
-        "candidates": "Input.candidates",
-        "cue_1": "Answer.cue1",
-        "associations_1": "Answer.associations1",
-        "cue_2": "Answer.cue2",
-        "associations_2": "Answer.associations2",
-        "instance_id": "Input.instance_id",
-        "selection": "Answer.selection",
-    },
+    "columns": MTURK_COLUMNS,
 }
 
 
