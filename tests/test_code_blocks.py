@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gavil.docs import _split_comment
 from gavil.params import parse_params
 from tests.helpers import BIN, ROOT
 
@@ -42,16 +43,9 @@ def blocks() -> list[tuple[str, int, str, str]]:
 
 
 def _uncomment(line: str) -> str:
-    """``line`` without its trailing ``# comment`` (a ``#`` after a blank, outside quotes), as bash reads it."""
-    quote = ""
-    for i, ch in enumerate(line):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i].rstrip()
-    return line.rstrip()
+    """``line`` without its trailing ``# comment`` (a ``#`` after a blank, outside quotes), as bash reads it:
+    the rule gavil.docs reads params.yaml comments with."""
+    return _split_comment(line)[0].rstrip()
 
 
 def _commands(text: str) -> list[str]:
