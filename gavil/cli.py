@@ -342,6 +342,29 @@ def round_list(params: str = "params.yaml") -> None:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
 
 
+@round_app.command("leaderboard")
+def round_leaderboard(
+    out: Annotated[str, typer.Option(help="the SVG file to write")] = "data/report/leaderboard.svg",
+    dataset: Annotated[str, typer.Option(help="game (the benchmark) or swow_baseline")] = "game",
+) -> None:
+    """Draw the per-round model leaderboard (mean Jaccard per model on each round and on all rounds,
+    from the evaluation table) as an SVG picture; run `dvc repro` first."""
+    from gavil.errors import GavilError
+    from gavil.figures import leaderboard_svg
+    from gavil.io import atomic_path
+    from gavil.pipeline import catalog
+
+    if not catalog.exists("evaluation"):
+        raise GavilError("no evaluation table yet: run `dvc repro` first")
+    try:
+        svg = leaderboard_svg(catalog.read_table("evaluation"), dataset)
+    except ValueError as e:
+        raise GavilError(str(e)) from None
+    with atomic_path(Path(out), ".svg") as tmp:
+        Path(tmp).write_text(svg, encoding="utf-8")
+    typer.echo(f"wrote {out}")
+
+
 @app.command("tables")
 def tables() -> None:
     """List the views `gavil query` sees and their files."""

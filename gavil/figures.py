@@ -9,6 +9,11 @@
 
 Both are written by ``gavil docs --write`` and compared by ``gavil docs --check``: matplotlib's SVG
 writer with a fixed hash salt and no date gives the same bytes for the same input on every machine.
+
+- :func:`leaderboard_svg`: the per-round model leaderboard of a project's ``evaluation`` table (mean
+  Jaccard per model on each collection round and on every round together), drawn by
+  ``gavil round leaderboard`` and by ``gavil report``; ``docs/dynamic.md`` shows the one a two-round
+  project made (``tests/test_dynamic_e2e.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The sample instance the README shows (a release game instance whose five images ship in the sample; CLIP RN50 missed one of its three associations).
 INSTANCE_ID = 2647
@@ -170,6 +178,71 @@ def instance_svg(root: Path = Path("."), instance_id: int = INSTANCE_ID) -> str:
             f"fool-the-AI score {ex['score_fool_the_ai']}, solvers' mean Jaccard {ex['solvers_jaccard_mean']}",
             fontsize=9,
         )
+        return _svg(fig)
+
+
+def leaderboard_svg(evaluation: pd.DataFrame, dataset: str = "game") -> str:
+    """The per-round leaderboard as SVG text: for each collection round of ``evaluation`` (round 0 the
+    release, then the game's rounds, then "all rounds"), one bar per model, its mean Jaccard x100 on
+    ``dataset`` (the ``breakdown`` "all" rows: every instance of that round), the random baseline of the
+    round as a dashed line, and ``n_scored`` under each round's name.
+
+    Args:
+        evaluation: the ``evaluation`` table (:class:`schemas.evaluate.Evaluation`: ``model_name``,
+            ``dataset``, ``breakdown``, ``cell``, ``round`` (-1: every round), ``n_scored``,
+            ``untrained``, ``mean_jaccard_percent``, ``random_percent``; percent, 0-100).
+        dataset: ``game`` (the benchmark) or ``swow_baseline``.
+
+    A model with no scored instance anywhere (no weights) is left out and named in the caption; a
+    model run with random weights is labelled "untrained" (its numbers measure nothing).
+
+    Raises:
+        ValueError: the table has no ``breakdown`` "all" row for ``dataset``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    ev = evaluation[(evaluation["dataset"] == dataset) & (evaluation["breakdown"] == "all")]
+    if ev.empty:
+        known = ", ".join(sorted(set(evaluation["dataset"]))) or "none"
+        raise ValueError(f"the evaluation table has no {dataset!r} rows (its datasets: {known}); name one of those")
+    scored = ev.groupby("model_name")["mean_jaccard_percent"].apply(lambda s: s.notna().any())
+    models = sorted(str(m) for m, ok in scored.items() if ok)
+    missing = sorted(str(m) for m, ok in scored.items() if not ok)
+    rounds = sorted(int(r) for r in ev["round"].unique() if int(r) >= 0) + [-1]
+    untrained = {m for m in models if bool(ev.loc[ev["model_name"] == m, "untrained"].fillna(False).any())}
+    width = 0.8 / max(len(models), 1)
+    colors = plt.get_cmap("tab10")
+    with plt.rc_context(cast(Any, _SVG_RC)):
+        fig, ax = plt.subplots(figsize=(1.4 + 1.1 * len(rounds) * max(1.0, len(models) / 3), 3.6))
+        for i, m in enumerate(models):
+            rows = ev[ev["model_name"] == m].set_index("round")
+            values = [rows["mean_jaccard_percent"].get(r, float("nan")) for r in rounds]
+            xs = [k - 0.4 + width * (i + 0.5) for k in range(len(rounds))]
+            label = m + (" (untrained)" if m in untrained else "")
+            ax.bar(xs, [0.0 if pd.isna(v) else v for v in values], width * 0.92, label=label, color=colors(i % 10))
+            for x, v in zip(xs, values):
+                if not pd.isna(v):
+                    ax.text(x, v + 1, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+        base = ev.groupby("round")["random_percent"].first()
+        n = ev.groupby("round")["n_scored"].max()
+        for k, r in enumerate(rounds):
+            if r in base.index and not pd.isna(base[r]):
+                ax.plot([k - 0.45, k + 0.45], [base[r], base[r]], ls="--", color="#555555", lw=1)
+        names = [("all rounds" if r == -1 else "round 0 (release)" if r == 0 else f"round {r}") for r in rounds]
+        ax.set_xticks(range(len(rounds)))
+        ax.set_xticklabels([f"{a}\nn={int(n.get(r, 0))}" for a, r in zip(names, rounds)], fontsize=8)
+        ax.set_ylabel("mean Jaccard (%)")
+        ax.set_ylim(0, 105)
+        ax.set_title(f"Models on the {dataset} benchmark, per collection round (dashed: random)", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        if missing:
+            fig.text(0.01, -0.04, "not scored (no weights): " + ", ".join(missing), fontsize=7, color="#555555")
         return _svg(fig)
 
 

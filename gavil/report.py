@@ -132,6 +132,10 @@ def build_report(root: str | Path = ".") -> str:
             ]
         ]
         parts += ["<h2>Zero-shot evaluation (Table 4 layout)</h2>", _table(groups)]
+        if ev["round"].nunique() > 2:  # -1 (every round) and two or more rounds
+            from gavil.figures import leaderboard_svg
+
+            parts += ["<h2>Per collection round</h2>", f'<div class="plot">{leaderboard_svg(ev)}</div>']
         for plot in (catalog.path("plot_models", root=root), catalog.path("plot_candidates", root=root)):
             if plot.exists():
                 parts.append(f'<img class="plot" alt="{plot.name}" src="{_png(str(plot))}">')
