@@ -161,7 +161,20 @@ async function loadScores() {
     [me.associations_created, me.fool_the_ai ?? (me.fool_the_ai_untrained !== null ? me.fool_the_ai_untrained + " (untrained)" : null),
       me.solvable_by_humans, me.associations_solved, me.solver_jaccard, me.bonus],
   ]);
-  const lb = await api("GET", "/api/leaderboard");
+  const pick = $("lb-round");
+  const current = state.status && state.status.round;
+  for (let r = pick.options.length; current && r <= current; r++) {  // rounds 1..the one collected
+    const o = document.createElement("option");
+    o.value = String(r);
+    o.textContent = "round " + r;
+    pick.appendChild(o);
+  }
+  await loadLeaderboard();
+}
+
+async function loadLeaderboard() {
+  const r = $("lb-round").value;  // "": every round
+  const lb = await api("GET", "/api/leaderboard" + (r ? "?round=" + encodeURIComponent(r) : ""));
   table($("leaderboard"), [["player", "created", "fool-the-AI", "solvable %", "solved", "bonus"],
     ...lb.rows.map((r) => [r.name, r.associations_created, r.fool_the_ai, r.solvable_by_humans, r.associations_solved, r.bonus])]);
 }
@@ -194,6 +207,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("submit-solve").addEventListener("click", submitSolve);
   $("next-create").addEventListener("click", guard(loadCreate));
   $("next-solve").addEventListener("click", guard(loadSolve));
+  $("lb-round").addEventListener("change", guard(loadLeaderboard));
   loadStatus().catch((e) => say(e.message));
   if (token) { joined(sessionStorage.getItem("gavil-name") || ""); show("choose"); }
 });
