@@ -69,13 +69,17 @@ def leaderboard(
 ) -> list[dict[str, object]]:
     """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``).
 
-    ``round_id``: only that collection round's associations and the answers to them (None: all)."""
+    ``round_id``: only that collection round's associations and the answers to them, and only the
+    players who created or solved one of them (None: every player, every round)."""
     scores = [c for c in creation_scores(db, min_solvers, p) if round_id is None or c["round"] == round_id]
     solves = "SELECT s.jaccard FROM solves s JOIN creations c USING (instance_id) WHERE s.solver_id = ?"
     rows = []
     for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
         args: tuple[object, ...] = (pid,) if round_id is None else (pid, round_id)
         js = [r[0] for r in db.execute(solves + ("" if round_id is None else " AND c.round = ?"), args)]
-        rows.append({"name": name, **summary([c for c in scores if c["spymaster_id"] == pid], js)})
+        mine = [c for c in scores if c["spymaster_id"] == pid]
+        if round_id is not None and not mine and not js:
+            continue  # a round's leaderboard: the players who created or solved in it
+        rows.append({"name": name, **summary(mine, js)})
     rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
     return list(rows[:limit])
