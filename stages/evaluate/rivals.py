@@ -66,9 +66,10 @@ def rival_rounds(rivals: pd.DataFrame, ev: pd.DataFrame, game_rounds: list[int],
     rows = []
     version = str(ev["dataset_version"].iloc[0]) if len(ev) else "1.0.0"
     game = ev[(ev["dataset"] == "game") & (ev["breakdown"] == "all")]
-    for rec in rivals.itertuples(index=False):
-        r, name, recorded = int(rec.rival_round), str(rec.rival_model), rec.rival_weights
-        recorded = None if pd.isna(recorded) else str(recorded)
+    for r, name, weights in zip(
+        rivals["rival_round"].astype(int), rivals["rival_model"].astype(str), rivals["rival_weights"]
+    ):
+        recorded = weights if isinstance(weights, str) else None
         mine = game[game["model_name"] == name]
         for s in [x for x in game_rounds if x == 0 or x >= r]:
             cell = mine[mine["round"] == s]
@@ -134,7 +135,7 @@ def rival_rounds_markdown(table: pd.DataFrame) -> str:
                 cells.append(
                     f"{x['mean_jaccard_percent'].iloc[0]:.1f} ({x['n_scored'].iloc[0]}/{x['n_instances'].iloc[0]}){flag}"
                 )
-        label = f"{name} ({'weights not recorded' if pd.isna(weights) else weights}), round {r}"
+        label = f"{name} ({weights if isinstance(weights, str) else 'weights not recorded'}), round {r}"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     note = (
         "\nGame instances only; mean Jaccard x100 (scored/total) of each round's rival on round 0 (the "
