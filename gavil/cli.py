@@ -216,6 +216,20 @@ def ledger_new(
         typer.echo(line)
 
 
+@app.command()
+def release(
+    push: Annotated[bool, typer.Option("--push", help="also `dvc push` the release's outputs")] = False,
+) -> None:
+    """Tag HEAD as the dataset version the export wrote (`v1.<round>.<patch>`, data/metrics/export.json).
+
+    Refused unless the git work tree is clean and `dvc status` finds the pipeline up to date; a tag
+    that marks another commit is never moved (docs/dynamic.md "Versioned export")."""
+    from gavil.pipeline.release import release as tag_release
+
+    for line in tag_release(Path("."), push=push):
+        typer.echo(line)
+
+
 game_app = typer.Typer(help="The collection game (docs/game.md).", invoke_without_command=True)
 app.add_typer(game_app, name="game")
 

@@ -62,6 +62,15 @@ class Instances(StrictModel):
         ge=0,
         description="collection round: 0 = the released data (and batches that name none), else the game's round",
     )
+    rival_model: Series[str] = pa.Field(
+        nullable=True,
+        description="the models: entry of the rival that scored the creation (the game's round rival); "
+        "null: released data, a batch that names none, a store from before rounds",
+    )
+    rival_weights: Series[str] = pa.Field(
+        nullable=True,
+        description="that rival's weights as the game loaded them: pretrained tag, file:<sha256[:16]> or untrained",
+    )
 
     @pa.dataframe_check(error="associations must be a subset of candidates, K = len(associations)")
     def consistent(cls, df: pd.DataFrame) -> pd.Series:

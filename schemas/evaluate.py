@@ -78,6 +78,32 @@ class Evaluation(StrictModel):
 ALL_ROUNDS = -1
 
 
+class RivalRounds(StrictModel):
+    """Each game round's rival on round 0, its own round and every later round (stages/evaluate/rivals.py):
+    one row per (rival round, rival, scored round); game instances, every candidate count."""
+
+    rival_round: Series[int] = pa.Field(ge=1, description="the game round the rival was collected against")
+    rival_model: Series[str] = pa.Field(description="the rival's models: entry (stored with each creation)")
+    rival_weights: Series[str] = pa.Field(
+        nullable=True, description="the weights the game loaded for it (null: not recorded)"
+    )
+    round: Series[int] = pa.Field(ge=0, description="the collection round scored (0, the rival's round or later)")
+    weights_id: Series[str] = pa.Field(nullable=True, description="the weights evaluate loaded for the entry")
+    status: Series[str] = pa.Field(isin=["scored", "other_weights", "no_weights", "no_entry"])
+    reason: Series[str] = pa.Field(nullable=True)
+    n_instances: Series[int] = pa.Field(ge=0)
+    n_scored: Series[int] = pa.Field(ge=0)
+    mean_jaccard_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    random_percent: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        le=100,
+        description="random chance on the same instances",
+        metadata=rounded(PERCENT_DECIMALS),
+    )
+    dataset_version: Series[str] = pa.Field(str_matches=r"^1\.\d+\.\d+$")
+
+
 class PairedEvaluation(StrictModel):
     """Winoground paired scores (stages/evaluate/paired.py): one row per model x dataset x pair kind
     x cell x score, percent units, 95 % cluster-bootstrap CI over candidate sets. ``percent`` weights

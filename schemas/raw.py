@@ -32,6 +32,12 @@ class RawCreation(pa.DataFrameModel):
     round: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, description="optional: the collection round (docs/dynamic.md); absent or empty: 0"
     )
+    rival_model: Series[str] = pa.Field(
+        nullable=True, description="optional: the models: entry of the rival that scored the creation"
+    )
+    rival_weights: Series[str] = pa.Field(
+        nullable=True, description="optional: that rival's weights (pretrained tag, file:<sha256[:16]>, untrained)"
+    )
 
     class Config:
         strict = False

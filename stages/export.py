@@ -11,7 +11,8 @@ Writes, from the ``selected`` instances:
   ``annotation_index`` and ``images_source``; SWOW weights), CRLF, whole numbers without ``.0``
   as the release writes them, each row's split ID; cell for cell equal to the release files.
 - ``dataset/test.parquet`` + ``dataset/README.md``: a Hugging Face dataset folder that
-  ``datasets.load_dataset("data/export/dataset")`` loads offline as split ``test``, with the
+  ``datasets.load_dataset("data/export/dataset")`` loads offline as split ``test`` (config
+  ``default``: every round; config ``round_<r>``: round r's instances alone, :func:`round_configs`), with the
   fields and types of the published ``nlphuji/winogavil`` (:data:`schemas.export.HF_FEATURES`):
   the benchmark's columns (with ``round``) plus ``candidate_images``, one ``Image`` per candidate (the image
   file's bytes embedded in the Parquet file). Instances with a candidate that has no accepted
@@ -56,6 +57,16 @@ class RoundChange(TypedDict):
     retired: int
 
 
+class DatasetConfig(TypedDict):
+    """One Hugging Face config of the dataset folder: its name, its ``test`` split's file (relative
+    to the folder), the split's size in Arrow memory (``num_bytes``) and rows."""
+
+    name: str
+    path: str
+    num_bytes: int
+    num_examples: int
+
+
 class Metrics(TypedDict):
     """``data/metrics/export.json``."""
 
@@ -67,6 +78,7 @@ class Metrics(TypedDict):
     dataset_instances: int  # rows of dataset/test.parquet (every candidate has an image)
     dataset_left_out: int  # benchmark instances left out of it (a candidate without an image)
     dataset_images: int  # distinct images in it
+    dataset_configs: dict[str, int]  # Hugging Face config (default, round_<r>) -> rows of its test split
     round: int  # the highest collection round in the benchmark (0: the release only)
     version: str  # the dataset version, 1.<round>.<patch> (dataset_version)
     changelog: list[RoundChange]  # per round: instances published (selected) and retired
@@ -216,14 +228,49 @@ def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFr
     return ds, nbytes
 
 
-def _features_yaml() -> str:
-    return "\n".join(f"  - name: {name}\n    {kind}: {typ}" for name, kind, typ in HF_FEATURES)
+#: The folder (inside the dataset folder) of the per-round files, ``round_<r>.parquet``.
+ROUNDS_DIR = "rounds"
 
 
-def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame, params: Params, num_bytes: int) -> str:
+def round_configs(ds: pd.DataFrame) -> dict[int, str]:
+    """Collection round -> the file (relative to the dataset folder) of config ``round_<r>``: only
+    round r's rows of ``ds`` (the dataset table, :func:`dataset_table`), ascending.
+
+    When every row of ``ds`` is of one known round (the release alone: round 0), that round's config
+    names ``test.parquet`` itself (the same rows, not a second copy of the images); otherwise
+    each round gets ``rounds/round_<r>.parquet``. Rows whose round is not known (null) are in the
+    ``default`` config only. An empty ``ds``: no round config."""
+    rounds = ds["round"]
+    known = sorted({int(r) for r in rounds.dropna()})
+    if len(known) == 1 and not rounds.isna().any():
+        return {known[0]: "test.parquet"}
+    return {r: f"{ROUNDS_DIR}/round_{r}.parquet" for r in known}
+
+
+def _features_yaml(indent: str) -> str:
+    return "\n".join(f"{indent}- name: {name}\n{indent}  {kind}: {typ}" for name, kind, typ in HF_FEATURES)
+
+
+def _configs_yaml(configs: list[DatasetConfig]) -> tuple[str, str]:
+    """(``configs:`` items, ``dataset_info:`` items) of the card's front matter, one per config."""
+    files = "\n".join(
+        f"- config_name: {c['name']}\n  data_files:\n  - split: test\n    path: {c['path']}" for c in configs
+    )
+    info = "\n".join(
+        f"- config_name: {c['name']}\n  features:\n{_features_yaml('  ')}\n  splits:\n  - name: test\n"
+        f"    num_bytes: {c['num_bytes']}\n    num_examples: {c['num_examples']}"
+        for c in configs
+    )
+    return files, info
+
+
+def dataset_card(
+    bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame, params: Params, configs: list[DatasetConfig]
+) -> str:
     """The dataset folder's README.md: YAML front matter that ``datasets`` and the Hub read
-    (license, ``configs`` with the ``test`` split's data file, ``dataset_info`` with the features
-    and the split's size, checked by ``load_dataset``), then counts, how it was made, licenses.
+    (license, ``configs``: ``default`` with every round and ``round_<r>`` per collection round, each
+    naming its ``test`` split's data file; ``dataset_info`` per config with the features and the
+    split's size, checked by ``load_dataset``), then counts, how it was made, licenses.
 
     Carries no build date or other wall-clock value: the card is a hashed DVC output, and the
     same inputs must give the same bytes on every machine (``dvc.lock`` stays unchanged)."""
@@ -239,6 +286,12 @@ def dataset_card(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame,
         for e in changelog(selection)
     )
     rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
+    config_files, config_info = _configs_yaml(configs)
+    per_round = "\n".join(
+        f"| `{c['name']}` | {c['name'].removeprefix('round_')} | {c['num_examples']} | `{c['path']}` |"
+        for c in configs[1:]
+    )
+    unknown = int(ds["round"].isna().sum())
     pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
     fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in pairs)
     stored = (
@@ -254,17 +307,9 @@ pretty_name: WinoGAViL-style association benchmark
 version: {version}
 tags: [commonsense-reasoning, visual-reasoning]
 configs:
-- config_name: default
-  data_files:
-  - split: test
-    path: test.parquet
+{config_files}
 dataset_info:
-  features:
-{_features_yaml()}
-  splits:
-  - name: test
-    num_bytes: {num_bytes}
-    num_examples: {len(ds)}
+{config_info}
 ---
 # WinoGAViL-style association benchmark
 
@@ -276,6 +321,15 @@ Built by winogavil-pipeline. Load it with `datasets.load_dataset("<this folder>"
 {len(ds)} of the {len(bench)} instances of `../benchmark.csv` (same rows and IDs), each with
 `candidate_images`, one image per candidate in candidate order ({n_images} distinct images,
 {stored}).
+
+One config per collection round, each with split `test`: `datasets.load_dataset("<this folder>",
+"round_1", split="test")` gives round 1's instances alone; the `default` config (no name) gives
+every round.{f" {unknown} instances whose round is not known are in `default` only." if unknown else ""}
+
+| config | round | instances | file |
+|---|---|---|---|
+| `default` | every round | {len(ds)} | `test.parquet` |
+{per_round}
 
 **Left out: {left_out} instances** with at least one candidate that has no accepted image (the
 crawl found none, or OCR rejected every image showing the word); `../benchmark.csv` keeps them.
@@ -337,12 +391,20 @@ def run(params: Params) -> Metrics:
     images = accepted_images(catalog.read_table("ocr"))
     dataset_dir = catalog.path("dataset_dir", "write")
     shutil.rmtree(dataset_dir / "images", ignore_errors=True)  # the layout before images were embedded
+    shutil.rmtree(dataset_dir / ROUNDS_DIR, ignore_errors=True)  # rounds of an earlier build
     ds, num_bytes = write_dataset_parquet(
         dataset_table(bench, images, embed=params.export.copy_images),
         catalog.path("benchmark_dataset", "write"),
     )
+    configs: list[DatasetConfig] = [
+        {"name": "default", "path": "test.parquet", "num_bytes": num_bytes, "num_examples": len(ds)}
+    ]
+    for r, rel in round_configs(ds).items():
+        mine = ds[ds["round"] == r]
+        size = num_bytes if rel == "test.parquet" else write_dataset_parquet(mine, dataset_dir / rel)[1]
+        configs.append({"name": f"round_{r}", "path": rel, "num_bytes": size, "num_examples": len(mine)})
     with atomic_path(dataset_dir / "README.md", ".md") as tmp:
-        tmp.write_text(dataset_card(bench, ds, selection, params, num_bytes))
+        tmp.write_text(dataset_card(bench, ds, selection, params, configs))
     top, version = dataset_version(bench["round"], params.export.patch)
     metrics: Metrics = {
         "instances": len(bench),
@@ -353,6 +415,7 @@ def run(params: Params) -> Metrics:
         "dataset_instances": len(ds),
         "dataset_left_out": len(bench) - len(ds),
         "dataset_images": len({c for cands in ds["candidates"] for c in cands}),
+        "dataset_configs": {c["name"]: c["num_examples"] for c in configs},
         "round": top,
         "version": version,
         "changelog": changelog(selection),

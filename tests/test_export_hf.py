@@ -172,7 +172,7 @@ def _expected_features():
 def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(built, tmp_path):
     project, metrics = built
     folder = project / "data/export/dataset"
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "test.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "rounds", "test.parquet"]
     loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))
     assert list(loaded) == ["test"]
     ds = loaded["test"]
@@ -186,9 +186,10 @@ def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(b
     card = (folder / "README.md").read_text()
     meta = _front_matter(card)
     assert meta["license"] == "cc-by-4.0"
-    assert meta["configs"] == [{"config_name": "default", "data_files": [{"split": "test", "path": "test.parquet"}]}]
-    assert meta["dataset_info"]["features"] == _expected_features()._to_yaml_list()  # what datasets itself writes
-    assert [(s["name"], s["num_examples"]) for s in meta["dataset_info"]["splits"]] == [("test", 4)]
+    assert meta["configs"][0] == {"config_name": "default", "data_files": [{"split": "test", "path": "test.parquet"}]}
+    info = {i["config_name"]: i for i in meta["dataset_info"]}
+    assert info["default"]["features"] == _expected_features()._to_yaml_list()  # what datasets itself writes
+    assert [(s["name"], s["num_examples"]) for s in info["default"]["splits"]] == [("test", 4)]
     assert "Left out: 2 instances" in card and "4 of the 6 instances" in card
     assert ds["round"] == [0, 0, 1, 1]
     assert meta["version"] == metrics["version"] == "1.2.0" and "**Version 1.2.0**" in card  # 1.<highest round>.0
@@ -221,6 +222,39 @@ class WinoGAViLSplit:
             self.text_transform(example["cue"]),
             np.isin(example["candidates"], example["associations"]),
         )
+
+
+def test_each_round_is_a_config_and_default_is_every_round(built, tmp_path):
+    """``load_dataset(folder, "round_<r>")`` gives round r's rows alone, with the same features;
+    the default config every round; the card declares one config per round and nothing else."""
+    project, metrics = built
+    folder = project / "data/export/dataset"
+    meta = _front_matter((folder / "README.md").read_text())
+    names = [c["config_name"] for c in meta["configs"]]
+    assert names == ["default", "round_0", "round_1"]  # round 2's only dataset instance has a rejected image
+    assert [i["config_name"] for i in meta["dataset_info"]] == names
+    assert metrics["dataset_configs"] == {"default": 4, "round_0": 2, "round_1": 2}
+    assert datasets.get_dataset_config_names(str(folder)) == names
+    whole = datasets.load_dataset(str(folder), split="test", cache_dir=str(tmp_path / "c"))
+    by_round: dict[int, list[int]] = {}
+    for i, r in zip(whole["ID"], whole["round"]):
+        by_round.setdefault(r, []).append(i)
+    for r, ids in by_round.items():
+        part = datasets.load_dataset(str(folder), f"round_{r}", split="test", cache_dir=str(tmp_path / "c"))
+        assert part.features == _expected_features()
+        assert part["ID"] == ids and set(part["round"]) == {r}
+        assert [len(x) for x in part["candidate_images"]] == part["num_candidates"]  # images decode
+    assert sorted(p.name for p in (folder / "rounds").iterdir()) == ["round_0.parquet", "round_1.parquet"]
+    # a rebuild with fewer rounds leaves no stale round file behind
+    sel = _selection().assign(round=pd.array([0] * len(INSTANCES), dtype="Int64"))
+    catalog.write_table(sel, "selection", project)
+    metrics = run_stage("export", project / "params.yaml")
+    assert metrics["dataset_configs"] == {"default": 4, "round_0": 4}
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "test.parquet"]
+    meta = _front_matter((folder / "README.md").read_text())
+    assert meta["configs"][1] == {"config_name": "round_0", "data_files": [{"split": "test", "path": "test.parquet"}]}
+    part = datasets.load_dataset(str(folder), "round_0", split="test", cache_dir=str(tmp_path / "c2"))
+    assert part["ID"] == [0, 1, 2, 3]
 
 
 def test_a_datacomp_style_zero_shot_loop_runs_on_the_folder(built, tmp_path):
@@ -273,9 +307,9 @@ def test_images_are_the_files_bytes_once_per_row_group_and_rebuilds_are_identica
     assert first[0]["bytes"] == (IMAGES / "cat.png").read_bytes()
     raw = sum(len(c["bytes"]) for row in table.column("candidate_images").to_pylist() for c in row)
     assert (folder / "test.parquet").stat().st_size < raw / 2  # dictionary-encoded: each image stored once
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    before = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     _build(project)
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
     q = catalog.read_table("benchmark_dataset", project)  # the catalog view of the same table
     assert len(q) == 4 and len(q["candidate_images"][3]) == 12
 
@@ -305,7 +339,8 @@ def test_no_instance_with_every_image_gives_an_empty_counted_folder(in_tmp):
     folder = in_tmp / "data/export/dataset"
     assert len(pd.read_parquet(folder / "test.parquet")) == 0
     meta = _front_matter((folder / "README.md").read_text())
-    assert meta["dataset_info"]["splits"][0]["num_examples"] == 0
+    assert [c["config_name"] for c in meta["configs"]] == ["default"]  # no round has a row
+    assert meta["dataset_info"][0]["splits"][0]["num_examples"] == 0
     assert json.loads((in_tmp / "data/metrics/export.json").read_text())["instances"] == 6
 
 

@@ -341,6 +341,10 @@ def test_rounds_reach_the_selection_and_gavil_query_counts_them(in_tmp, monkeypa
 
     res = import_all(None, [], project / "raw", b"k", game_store=store(project))
     assert sorted(res.instances["round"]) == [0, 1, 1, 2, 7]
+    rivals = {(r, m, w) for r, m, w in zip(*(res.instances[c] for c in ("round", "rival_model", "rival_weights")))}
+    # each game creation names the rival that scored it; the raw rows name none
+    assert {x for x in rivals if x[0] in (1, 2)} == {(1, "rival", "openai"), (2, "clip-vit-b-32", "openai")}
+    assert all(pd.isna(m) for r, m, _ in rivals if r in (0, 7))
     sel = select(res.instances, res.solves, 0.8, 3)
     assert (sel["status"] == "selected").all()
     catalog.write_table(sel, "selection", project)

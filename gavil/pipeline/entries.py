@@ -169,6 +169,12 @@ TABLES: tuple[Table, ...] = (
         "mean Jaccard with CIs per model and cell",
     ),
     Table(
+        "rival_rounds",
+        "data/evaluate/rival_rounds.parquet",
+        "schemas.evaluate:RivalRounds",
+        "each game round's rival on round 0, its own round and every later round",
+    ),
+    Table(
         "paired_evaluation",
         "data/evaluate/paired_evaluation.parquet",
         "schemas.evaluate:PairedEvaluation",

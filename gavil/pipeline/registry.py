@@ -180,10 +180,11 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "evaluate",
-        reads=("selection", "ocr", "image_store", *catalog.EMBEDDING_CACHES),
+        reads=("selection", "instances", "ocr", "image_store", *catalog.EMBEDDING_CACHES),
         writes=(
             "predictions",
             "evaluation",
+            "rival_rounds",
             "paired_evaluation",
             "table4_md",
             "eval_embeddings",

@@ -46,7 +46,7 @@ from gavil.pipeline import catalog
 from gavil.progress import step
 from schemas.evaluate import ALL_ROUNDS, EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
-from stages.evaluate import paired, paper, spread
+from stages.evaluate import paired, paper, rivals, spread
 from stages.evaluate.published import rerank
 
 if TYPE_CHECKING:
@@ -335,17 +335,24 @@ def _inputs() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, tuple[str, str]]]:
     return selection, benchmark_instances(selection), accepted_images(catalog.read_table("ocr"))
 
 
+def _rivals() -> pd.DataFrame:
+    """The game rounds' rivals (:func:`stages.evaluate.rivals.round_rivals`) from ``instances``."""
+    return rivals.round_rivals(catalog.read_table("instances"))
+
+
 def plan(params: Params) -> list[dict[str, list[str]]]:
     """The models' embedding work in partitions ``{"models": [names]}`` (:func:`stages.evaluate.spread.plan`:
-    an open_clip model with enough to embed gets its own when there are workers to share them)."""
+    an open_clip model with enough to embed gets its own when there are workers to share them): the
+    models of ``evaluate.models`` and each game round's rival (:func:`stages.evaluate.rivals.models_to_score`)."""
     _, inst, images = _inputs()
-    return spread.plan(params, inst, images)
+    return spread.plan(params, inst, images, rivals.models_to_score(params, _rivals()))
 
 
 def work(params: Params, part: dict[str, list[str]]) -> spread.PartResult:
     """Load one partition's models and embed what scoring the benchmark needs (:func:`stages.evaluate.spread.work`)."""
     _, inst, images = _inputs()
-    return spread.work(params, part, inst, images, [catalog.path(n) for n in catalog.EMBEDDING_CACHES])
+    names = rivals.models_to_score(params, _rivals())
+    return spread.work(params, part, inst, images, [catalog.path(n) for n in catalog.EMBEDDING_CACHES], names)
 
 
 def run(params: Params) -> Metrics:
@@ -366,7 +373,8 @@ def reduce(params: Params, results: list[spread.PartResult]) -> Metrics:
 def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     p = params.evaluate
     step("reading the selection")
-    specs = [ModelSpec.of(name, params.models[name]) for name in p.models]
+    round_rivals = _rivals()
+    specs = [ModelSpec.of(name, params.models[name]) for name in rivals.models_to_score(params, round_rivals)]
     selection, inst, images = _inputs()
     cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("eval_embeddings", "write"))
     loaded: dict[str, spread.ModelInfo] = {}
@@ -419,8 +427,12 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (dataset, candidate group) pairs
     groups_of = cast("Iterable[tuple[tuple[str, str], pd.DataFrame]]", sel.groupby(["dataset", "group"]))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in groups_of}
+    game_rounds = sorted({int(r) for r in bench_rounds.dropna()})
+    rival_table = catalog.write_table(rivals.rival_rounds(round_rivals, ev, game_rounds, params), "rival_rounds")
     with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
-        tmp.write_text(table4_markdown(overall, humans) + table4_by_round(ev))
+        tmp.write_text(
+            table4_markdown(overall, humans) + table4_by_round(ev) + rivals.rival_rounds_markdown(rival_table)
+        )
     step("plots")
     plots(overall, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
 

@@ -52,9 +52,12 @@ def embeddings_needed(spec: ModelSpec, inst: pd.DataFrame, images: dict[str, tup
     return len(shas) + len({prompt_for_cue(cue) for cue, _ in scorable})
 
 
-def plan(params: Params, inst: pd.DataFrame, images: dict[str, tuple[str, str]]) -> list[dict[str, list[str]]]:
-    """Partitions ``{"models": [names]}`` of ``evaluate.models`` (see the module docstring)."""
-    names = list(params.evaluate.models)
+def plan(
+    params: Params, inst: pd.DataFrame, images: dict[str, tuple[str, str]], names: Sequence[str] | None = None
+) -> list[dict[str, list[str]]]:
+    """Partitions ``{"models": [names]}`` of ``names`` (default ``evaluate.models``; the stage adds
+    the rounds' rivals, :func:`stages.evaluate.rivals.models_to_score`; see the module docstring)."""
+    names = list(params.evaluate.models if names is None else names)
     specs = {n: ModelSpec.of(n, params.models[n]) for n in names}
     heavy = [
         n for n in names if specs[n].kind == "open_clip" and embeddings_needed(specs[n], inst, images) >= MIN_PARTITION
@@ -90,6 +93,7 @@ def work(
     inst: pd.DataFrame,
     images: dict[str, tuple[str, str]],
     cache_paths: Sequence[str | os.PathLike[str]],
+    allowed: Sequence[str] | None = None,
 ) -> PartResult:
     """Load the partition's models and embed what scoring ``inst`` needs (cache files
     ``cache_paths`` read first, nothing written).
@@ -100,10 +104,11 @@ def work(
         (:meth:`gavil.models.embeddings.Cache.new_rows`).
 
     Raises:
-        ValueError: a partition not made by :func:`plan` (no ``models`` list of evaluate.models).
+        ValueError: a partition not made by :func:`plan` (no ``models`` list of ``allowed``, default
+            evaluate.models).
     """
     names = part.get("models") if isinstance(part, dict) else None
-    if not isinstance(names, list) or not set(names) <= set(params.evaluate.models):
+    if not isinstance(names, list) or not set(names) <= set(params.evaluate.models if allowed is None else allowed):
         raise ValueError(f"evaluate partition {part!r}: expected {{'models': [names of evaluate.models]}} (from plan)")
     cache = Cache(cache_paths, None)
     out: dict[str, ModelInfo] = {}

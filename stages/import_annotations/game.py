@@ -29,6 +29,8 @@ CREATION_FIELDS = (
     "score_fool_the_ai",
     "images_source",
     "round",
+    "rival_model",
+    "rival_weights",
 )
 SOLVE_FIELDS = ("instance_id", "solver_id", "selection")
 

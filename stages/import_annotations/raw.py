@@ -33,6 +33,23 @@ def missing_columns(path: Path, required: list[str]) -> list[str]:
     return [c for c in required if c not in header]
 
 
+def _optional_text(value: object, field: str) -> str | None:
+    """An optional short text cell (a rival's entry name or weights): None or blank -> None,
+    else the stripped text.
+
+    Raises:
+        RowError: not a string, longer than 200 characters, or holding a control character.
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise RowError(f"{field} {value!r} is not a string")
+    text = value.strip()
+    if len(text) > 200 or not text.isprintable():
+        raise RowError(f"{field} must be printable text of at most 200 characters")
+    return text or None
+
+
 def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
     """Validate one creation record; returns the instance fields. Raises RowError."""
     iid = parse_id(rec.get("instance_id"), "instance_id")
@@ -69,6 +86,7 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
     rnd = 0 if rnd in (None, "") else parse_int(rnd, "round")
     if rnd < 0:
         raise RowError(f"round={rnd} is negative (rounds are 0, the release, 1, 2, ...)")
+    rival = {k: _optional_text(rec.get(k), k) for k in ("rival_model", "rival_weights")}
     return {
         "uid": uid,
         "cue": cue,
@@ -79,6 +97,7 @@ def _check_creation(rec: dict[str, Any], state: ImportState) -> dict[str, Any]:
         "fool": fool,
         "images_source": source,
         "round": rnd,
+        **rival,
     }
 
 
@@ -112,6 +131,8 @@ def _accept_creation(v: dict[str, Any], name: str, line: int, state: ImportState
             "spymaster": hash_annotator(v["spymaster"], state.key),
             "cue_flag": state.flag_cue(v["cue"]),
             "round": v["round"],
+            "rival_model": v["rival_model"],
+            "rival_weights": v["rival_weights"],
         }
     )
 
