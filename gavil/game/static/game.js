@@ -172,9 +172,13 @@ async function loadScores() {
   await loadLeaderboard();
 }
 
+let boardAsked = 0;
+
 async function loadLeaderboard() {
   const r = $("lb-round").value;  // "": every round
+  const asked = ++boardAsked;
   const lb = await api("GET", "/api/leaderboard" + (r ? "?round=" + encodeURIComponent(r) : ""));
+  if (asked !== boardAsked) return;  // a later choice of round is being loaded: keep its answer
   table($("leaderboard"), [["player", "created", "fool-the-AI", "solvable %", "solved", "bonus"],
     ...lb.rows.map((r) => [r.name, r.associations_created, r.fool_the_ai, r.solvable_by_humans, r.associations_solved, r.bonus])]);
 }
