@@ -475,4 +475,8 @@ def test_the_flags_table_is_queryable(in_tmp, monkeypatch, games):
             "review_note": "fine",
         }
     ]
-    assert res.metrics["game"]["flags_by_state"] == {"open": 0, "kept": 1, "retired": 0}
+    assert res.metrics["flags"] == {
+        "rows": 1,
+        "by_state": {"open": 0, "kept": 1, "retired": 0},
+        "of_rejected_creations": 0,
+    }

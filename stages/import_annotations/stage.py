@@ -161,9 +161,12 @@ def import_all(
             "creations": len(game_creations),
             "solves": len(game_solves),
             "untrained_scores_imported_as_null": untrained,
-            "flags": len(flags),
-            "flags_by_state": {k: int((flags["state"] == k).sum()) for k in FLAG_STATES},
-            "flags_of_rejected_creations": flags_dropped,
+        },
+        # players' flags on game instances (the flags table), by state under the review rule
+        "flags": {
+            "rows": len(flags),
+            "by_state": {k: int((flags["state"] == k).sum()) for k in FLAG_STATES},
+            "of_rejected_creations": flags_dropped,
         },
         "game_store": store_metrics(game_store, game_creations, game_solves),
     }
