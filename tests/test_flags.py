@@ -449,22 +449,26 @@ def test_a_published_instance_flagged_later_leaves_the_export_keeping_its_id_unt
     assert gone.loc[f"raw:{night}", "reason"].startswith("retired_by_review: wrong images")
 
 
-def test_the_flags_table_is_queryable(in_tmp, monkeypatch, games):
+def test_the_flags_table_and_the_pages_queries_run(in_tmp, monkeypatch, games):
+    import shlex
+
+    from tests.test_readme import DOCS, _queries
+
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
     project = game_project(in_tmp)
     s = Play(project, games)
-    (space,), solvers = _answered_by_three(s, ["space"])
+    (space, night), solvers = _answered_by_three(s, ["space", "night"])
     assert s.flag(solvers[0], space, "other", 'it says, "=1+1"').status_code == 200
     assert s.review(space, "keep", "fine").status_code == 200
+    assert s.flag(solvers[1], night, "offensive", "").status_code == 200
     res = _imported(project)
     catalog.write_table(res.flags, "flags", project)
-    out = CliRunner().invoke(
-        app,
-        ["query", "--format", "csv", "select instance_uid, category, reason, state, decision, review_note from flags"],
-    )
+    catalog.write_table(select(res.instances, res.solves, 0.8, 3, flags=res.flags), "selection", project)
+    query = "select instance_uid, category, reason, state, decision, review_note from flags order by flag_id"
+    out = CliRunner().invoke(app, ["query", "--format", "csv", query])
     assert out.exit_code == 0, out.output
-    got = pd.read_csv(io.StringIO(out.output))
+    got = pd.read_csv(io.StringIO(out.output), keep_default_na=False)
     assert got.to_dict("records") == [
         {
             "instance_uid": f"raw:{space}",
@@ -473,10 +477,25 @@ def test_the_flags_table_is_queryable(in_tmp, monkeypatch, games):
             "state": "kept",
             "decision": "keep",
             "review_note": "fine",
-        }
+        },
+        {
+            "instance_uid": f"raw:{night}",
+            "category": "offensive",
+            "reason": "",
+            "state": "open",
+            "decision": "",
+            "review_note": "",
+        },
     ]
     assert res.metrics["flags"] == {
-        "rows": 1,
-        "by_state": {"open": 0, "kept": 1, "retired": 0},
+        "rows": 2,
+        "by_state": {"open": 1, "kept": 1, "retired": 0},
         "of_rejected_creations": 0,
     }
+    page = DOCS["docs/dynamic.md"]
+    queries = _queries(page[page.index("## Flags and review") : page.index("## Not built yet")])
+    assert len(queries) == 3
+    for command in queries:  # the page's queries, verbatim, give rows on flagged instances
+        out = CliRunner().invoke(app, [*shlex.split(command)[1:], "--format", "json"])
+        assert out.exit_code == 0 and out.output.strip() not in ("", "[]"), (command, out.output)
+    assert "withheld" in out.output and "flagged_unreviewed" in out.output
