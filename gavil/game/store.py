@@ -162,7 +162,7 @@ CREATE TABLE flag_reviews(
   decision TEXT NOT NULL CHECK (decision IN ('keep', 'retire')), note TEXT NOT NULL CHECK (length(note) <= 200),
   reviewer TEXT NOT NULL, flags_through INTEGER NOT NULL, reviewed_at REAL NOT NULL);
 CREATE UNIQUE INDEX flag_reviews_one_retire ON flag_reviews(instance_id) WHERE decision = 'retire';
-CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through)
+CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through);
 """
 
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
