@@ -1,4 +1,4 @@
-"""Tables of the ``import_annotations`` stage: instances, solver answers, rejected rows.
+"""Tables of the ``import_annotations`` stage: instances, solver answers, rejected rows, players' flags.
 
 Raw input formats (new collections), documented in the README:
 
@@ -12,6 +12,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from gavil.domain.flags import FLAG_CATEGORIES, FLAG_STATES, MAX_FLAG_TEXT, REVIEW_DECISIONS
 from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, exact, list_field
 
@@ -108,3 +109,34 @@ class AnnotationRejects(StrictModel):
     kind: Series[str] = pa.Field(isin=["release", "creation", "solve"])
     reason: Series[str]
     row: Series[str] = pa.Field(description="the offending row as JSON, annotator ids removed")
+
+
+class Flags(StrictModel):
+    """One row per player's flag on a game association, with the review that covers it (the game's
+    ``flags`` and ``flag_reviews``; the review rule: :mod:`gavil.domain.flags`). Empty when no game
+    was played or nobody flagged."""
+
+    instance_uid: Series[str] = pa.Field(description="the flagged instance (instances.instance_uid)")
+    flag_id: Series[int] = pa.Field(unique=True, ge=1, description="the flag's number in the game's store")
+    player: Series[str] = pa.Field(description="keyed hash of the flagging player's id (never the raw id)")
+    category: Series[str] = pa.Field(isin=list(FLAG_CATEGORIES))
+    reason: Series[str] = pa.Field(
+        str_length={"max_value": MAX_FLAG_TEXT}, description="the player's words (may be empty)"
+    )
+    flagged_at: Series[float] = pa.Field(description="Unix seconds, as the game stored it", metadata=exact("stored"))
+    state: Series[str] = pa.Field(
+        isin=list(FLAG_STATES), description="open (no review covers it yet), kept or retired by the review"
+    )
+    decision: Series[str] = pa.Field(nullable=True, isin=list(REVIEW_DECISIONS), description="null while open")
+    review_note: Series[str] = pa.Field(nullable=True)
+    reviewer: Series[str] = pa.Field(nullable=True)
+    reviewed_at: Series[float] = pa.Field(nullable=True, description="Unix seconds", metadata=exact("stored"))
+    source_file: Series[str] = pa.Field(description="<game store>#flags")
+
+    @pa.dataframe_check(error="one flag per player per instance")
+    def one_flag(cls, df: pd.DataFrame) -> bool:
+        return not df.duplicated(["instance_uid", "player"]).any()
+
+    @pa.dataframe_check(error="a flag is open exactly when no review decided it")
+    def open_iff_undecided(cls, df: pd.DataFrame) -> pd.Series:
+        return (df["state"] == "open") == df["decision"].isna()

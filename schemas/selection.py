@@ -6,7 +6,16 @@ from pandera.typing import Series
 
 from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, exact, list_field, rounded
 
-STATUSES = ["selected", "below_threshold", "insufficient_solvers", "profane_cue", "rejected", "duplicate", "retired"]
+STATUSES = [
+    "selected",
+    "below_threshold",
+    "insufficient_solvers",
+    "profane_cue",
+    "withheld",  # held by players' flags: open, or retired by review (stages.select_instances.flags)
+    "rejected",
+    "duplicate",
+    "retired",
+]
 #: Statuses of rows that are not instances of their own (no split ID, never in the ledger).
 UNNUMBERED = ["rejected", "duplicate"]
 #: Statuses whose row carries its permanent benchmark ``ID`` (a retired ID is shown, never reused).
@@ -48,7 +57,10 @@ class Selection(StrictModel):
     content (its uid here is ``<instance_uid>#conflict:<fingerprint[:12]>``, its split_id null);
     the published instance keeps its own row, rebuilt from the ledger. A ``duplicate`` row copies
     the content of another instance (:mod:`stages.select_instances.identity`); its reason names it,
-    its split_id is null.
+    its split_id is null. A ``withheld`` row is a game instance held by players' flags (reason
+    ``flagged_unreviewed: ...`` until an admin reviews it, ``retired_by_review: ...`` after a
+    retire), never in the benchmark; a published one held by flags is ``retired`` with that reason
+    (:mod:`stages.select_instances.flags`).
     """
 
     instance_uid: Series[str] = pa.Field(unique=True)

@@ -1,6 +1,7 @@
 """The game in a real browser: Playwright drives Chromium (Debian's ``chromium``, or Playwright's own
 download; tests.helpers.find_chromium) against the real server (uvicorn on 127.0.0.1): a spymaster and three
-solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen."""
+solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen,
+a solver's flag from the solve page stored."""
 
 from __future__ import annotations
 
@@ -147,6 +148,37 @@ def test_a_self_solve_is_refused(server, browser):
     assert by_id[0] == 400 and "lease_id" in by_id[1]  # an id never served to the spymaster
     stolen = spy.evaluate(post, {"lease_id": served[1], "selection": [0, 1]})
     assert stolen[0] == 403 and "another player" in stolen[1]
+
+
+def test_a_solver_flags_the_association_on_the_solve_page_and_the_flag_lands_in_the_store(server, browser, tmp_path):
+    import sqlite3
+
+    expect = sync_api.expect
+    spy = join(browser, server, "Spy")
+    spy.click("#mode-create")
+    expect(spy.locator("#create-grid .tile")).to_have_count(5)
+    pick(spy, "#create-grid", [0, 1])
+    spy.fill("#cue", "Space")
+    spy.click("#submit-create")
+    expect(spy.locator("#create-result")).to_contain_text("Saved")
+    solver = join(browser, server, "Solver")
+    solver.click("#mode-solve")
+    expect(solver.locator("#solve-cue")).to_have_text("Space")
+    expect(solver.locator("#flag-btn")).to_be_visible()
+    solver.select_option("#flag-category", "unsolvable")
+    solver.fill("#flag-reason", "no image  fits")
+    solver.click("#flag-btn")
+    expect(solver.locator("#flag-status")).to_have_text("flagged, thanks")
+    expect(solver.locator("#flag-btn")).to_be_disabled()
+    con = sqlite3.connect(tmp_path / "data/game/game.sqlite")
+    rows = con.execute(
+        "SELECT c.cue, f.category, f.reason FROM flags f JOIN creations c USING (instance_id)"
+    ).fetchall()
+    con.close()
+    assert rows == [("Space", "unsolvable", "no image fits")]
+    solver.click("#next-solve")  # held: served to nobody new, the flagger included
+    expect(solver.locator("#solve-cue")).to_have_text("(nothing to solve right now)")
+    expect(solver.locator("#flag-box")).to_be_hidden()
 
 
 def test_without_chromium_the_browser_tests_fail_saying_what_to_install(monkeypatch, tmp_path):

@@ -230,6 +230,7 @@ def test_the_stage_applies_select_retired_and_writes_nothing_on_a_bad_entry(in_t
     res = import_all(None, [], raw, KEY)
     catalog.write_table(res.instances, "instances")
     catalog.write_table(res.solves, "solves")
+    catalog.write_table(res.flags, "flags")
     from stages import select_instances
 
     select_instances.run(parse_params({}))

@@ -6,7 +6,8 @@ association they are served. Players join with an operator-issued single-use inv
 one shared code). Submissions go
 to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
 :mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.rounds`
-(collection rounds), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
+(collection rounds), :mod:`.flags` (players' flags and the admin's review; :mod:`.review` reads them
+back), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
 cache) through the catalog and imports no stage module.
 """
 

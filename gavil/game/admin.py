@@ -1,5 +1,5 @@
-"""What the game's admin endpoints read: every submission with hashed player ids, and the store as
-a raw annotation batch (:meth:`gavil.game.service.Game.submissions`, :meth:`~gavil.game.service.Game.export`)."""
+"""What the game's admin endpoints read: every submission and flag with hashed player ids, and the
+store as a raw annotation batch (:meth:`gavil.game.service.Game.submissions`, :meth:`~gavil.game.service.Game.export`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import sqlite3
 from pathlib import Path
 
 from gavil.domain.privacy import hash_annotator
+from gavil.game.review import FlagRecord, read_flags
 from gavil.game.store import read_submissions
 
-#: Rows by table name (``creations``, ``solves``), each row a JSON-ready dict.
+#: Rows by table name (``creations``, ``solves``, ``flags``), each row a JSON-ready dict.
 Records = dict[str, list[dict[str, object]]]
 
 
@@ -25,14 +26,25 @@ def submissions(db: sqlite3.Connection, key: bytes) -> Records:
         {**{k: r[k] for k in r.keys() if k != "solver_id"}, "solver": h(r["solver_id"])}
         for r in db.execute("SELECT * FROM solves ORDER BY seq")
     ]
-    return {"creations": creations, "solves": solves}
+    return {"creations": creations, "solves": solves, "flags": flag_records(read_flags(db), key)}
+
+
+def flag_records(flags: dict[str, list[FlagRecord]], key: bytes) -> list[dict[str, object]]:
+    """Every flag with its review (:class:`gavil.game.review.FlagRecord`), by ``flag_id``, the
+    player's id replaced by its keyed hash (``player``)."""
+    rows = sorted((f for fs in flags.values() for f in fs), key=lambda f: f["flag_id"])
+    return [
+        {**{k: v for k, v in f.items() if k != "player_id"}, "player": hash_annotator(f["player_id"], key)}
+        for f in rows
+    ]
 
 
 def export(store: Path, key: bytes) -> Records:
     """The store as a raw annotation batch (:class:`schemas.raw.RawCreation` and
     :class:`schemas.raw.RawSolve` records; ids are the keyed hashes, fool-the-AI null unless a
     trained rival scored it; ``round`` the creation's collection round, 0 for rows without one): what
-    ``import_annotations`` reads, shareable without player ids."""
+    ``import_annotations`` reads, shareable without player ids; and ``flags``, every player's flag
+    with its review (:func:`flag_records`)."""
     creations, solves = read_submissions(store)
     h = lambda pid: hash_annotator(pid, key)  # noqa: E731
     fields = (
@@ -54,4 +66,5 @@ def export(store: Path, key: bytes) -> Records:
             {"instance_id": r["instance_id"], "solver_id": h(r["solver_id"]), "selection": r["selection"]}
             for r in solves
         ],
+        "flags": flag_records({c["instance_id"]: c["flags"] for c in creations}, key),
     }

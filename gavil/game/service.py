@@ -10,7 +10,8 @@ id, player, instance, issued, expires after ``game.lease_s``; ``GET /api/solve``
 lease); an answer must name a live lease of its own player, and
 consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
 the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
-closest to done first, then the oldest. A player holds at most one live lease (they get it again until they answer or
+closest to done first, then the oldest; never one *held* by a player's flag (open, or retired by review:
+:mod:`gavil.game.flags`). A player holds at most one live lease (they get it again until they answer or
 it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
 
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
@@ -43,6 +44,7 @@ from gavil.domain.names import display_name_keys
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.domain.winogavil import jaccard
 from gavil.game import admin
+from gavil.game.review import held
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
 from gavil.game.rules import CandidateSet as CandidateSet
@@ -394,7 +396,7 @@ class Game:
                     pick = db.execute(
                         "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != ? AND NOT EXISTS"
                         " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = ?)"
-                        f" AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id)"
+                        f" AND NOT {held('c')} AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id)"
                         " DESC, c.seq LIMIT 1",
                         (pid, pid, now, pid, self.min_solvers),
                     ).fetchone()

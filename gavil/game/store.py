@@ -45,6 +45,13 @@ annotator key before anything leaves it):
   fraction; ``lease_id`` the served task it answered (null for version-1 rows).
 - ``leases(lease_id, instance_id, solver_id, issued_at, expires_at)``: solve work the server
   handed to one player, not yet answered (an answer deletes it, in the same transaction).
+- ``flags(flag_id, instance_id, player_id, category, reason, created_at)`` (version 5): a
+  player's flag on an association they were served, one per player and association; ``category``
+  one of :data:`gavil.domain.flags.FLAG_CATEGORIES`, ``reason`` cleaned free text (at most 200
+  code points, may be empty). ``flag_reviews(review_id, instance_id, decision, note, reviewer,
+  flags_through, reviewed_at)``: an admin's ``keep`` or ``retire`` covering the association's
+  flags up to ``flags_through``; at most one ``retire`` per association (retire is final). The
+  review rule: :mod:`gavil.domain.flags`.
 - ``settings(key, value)``: ``paused`` ("1"/"0").
 
 Times are Unix seconds (float).
@@ -60,9 +67,11 @@ from pathlib import Path
 from typing import Any
 
 from gavil.errors import GavilError
+from gavil.game.rekey import rekey_names
+from gavil.game.review import read_flags
 
 STORE_FILE = "game.sqlite"
-SCHEMA_VERSION = 4  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+SCHEMA_VERSION = 5  # PRAGMA user_version of a store this code writes; older ones are migrated on open
 
 
 class GameStoreError(GavilError):
@@ -119,42 +128,6 @@ CREATE INDEX creations_pending ON creations(rival_state) WHERE rival_state = 'pe
 """
 
 
-def _rekey(con: sqlite3.Connection) -> None:
-    """Version 2 -> 3: names are compared by their TR39 skeleton. Players get ``look_key`` and a
-    new ``name_key`` (:func:`gavil.domain.names.display_name_keys`), creations a new ``cue_norm``
-    and ``content_key`` (:func:`gavil.domain.vocabulary.name_key`). Rows that the new keys make
-    twins were both accepted before: each keeps its row, the later one's key made unique with its
-    id (no new row can match it); ``import_annotations`` and selection decide about such twins."""
-    from gavil.domain.names import display_name_keys
-    from gavil.domain.vocabulary import name_key
-
-    con.execute("ALTER TABLE players ADD COLUMN look_key TEXT")
-    seen: set[str] = set()
-
-    def unique(key: str, row_id: str) -> str:
-        key = key if key not in seen else f"{key}\x00{row_id}"
-        seen.add(key)
-        return key
-
-    players = con.execute("SELECT player_id, display_name FROM players ORDER BY created_at, player_id").fetchall()
-    con.execute("UPDATE players SET name_key = '#' || player_id")  # free every old key first
-    for pid, name in players:
-        cf, look = (pid, pid) if pid.startswith("variant:") else display_name_keys(name)
-        con.execute(
-            "UPDATE players SET name_key = ?, look_key = ? WHERE player_id = ?",
-            (unique("cf\x1f" + cf, pid)[3:], unique("look\x1f" + look, pid)[5:], pid),
-        )
-    con.execute("CREATE UNIQUE INDEX players_look ON players(look_key)")
-    rows = con.execute("SELECT seq, instance_id, task_id, cue, candidates FROM creations ORDER BY seq").fetchall()
-    con.execute("UPDATE creations SET content_key = '#' || instance_id, cue_norm = '#' || instance_id")
-    for seq, iid, task, cue, cands in rows:
-        content = json.dumps([name_key(cue), sorted(name_key(c) for c in json.loads(cands))], ensure_ascii=False)
-        norm = unique(f"task\x1f{task}\x1f{name_key(cue)}", iid).split("\x1f", 2)[2]
-        con.execute(
-            "UPDATE creations SET content_key = ?, cue_norm = ? WHERE seq = ?", (unique(content, iid), norm, seq)
-        )
-
-
 # version 3 -> 4: collection rounds. Every creation names its round and the identity of the rival
 # that scored it (models entry, architecture, weights: pretrained tag or "file:<sha256[:16]>", and
 # the sha256 of the weights file). A store with creations gets round 1 for them: a closed round from
@@ -176,11 +149,28 @@ INSERT INTO rounds (round_id, opened_at, closed_at)
 UPDATE creations SET round = 1 WHERE spymaster_id NOT LIKE 'variant:%'
 """
 
+# version 4 -> 5, players' flags and their review (gavil.domain.flags): one flag per player and
+# association; a review covers the association's flags up to flags_through; one retire at most
+_FLAGS_V5 = """
+CREATE TABLE flags(
+  flag_id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
+  player_id TEXT NOT NULL REFERENCES players(player_id),
+  category TEXT NOT NULL CHECK (category IN ('offensive', 'wrong', 'unsolvable', 'other')),
+  reason TEXT NOT NULL CHECK (length(reason) <= 200), created_at REAL NOT NULL, UNIQUE(instance_id, player_id));
+CREATE TABLE flag_reviews(
+  review_id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
+  decision TEXT NOT NULL CHECK (decision IN ('keep', 'retire')), note TEXT NOT NULL CHECK (length(note) <= 200),
+  reviewer TEXT NOT NULL, flags_through INTEGER NOT NULL, reviewed_at REAL NOT NULL);
+CREATE UNIQUE INDEX flag_reviews_one_retire ON flag_reviews(instance_id) WHERE decision = 'retire';
+CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through);
+"""
+
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _TABLES_V1,
     1: _MIGRATE_1_TO_2,
-    2: _rekey,
+    2: rekey_names,
     3: _MIGRATE_3_TO_4,
+    4: _FLAGS_V5,
 }
 """SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
 no tables; its step creates version 1's tables, then every later step applies)."""
@@ -411,7 +401,8 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1), its ``round``
     (int, null for the ``swow_af`` variant's rows and stores older than version 4) and the scoring
     rival's ``rival_model``, ``rival_architecture``, ``rival_weights`` and ``rival_sha256`` (null
-    when not recorded).
+    when not recorded), and its ``flags`` (:class:`gavil.game.review.FlagRecord` list, by
+    ``flag_id``, each with its review state; empty for stores older than version 5).
     Returns two empty lists when nothing is at ``path``. The file is opened read-only: reading never changes it.
 
     Raises:
@@ -428,8 +419,9 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     except sqlite3.Error as e:
         raise _fail(path, f"cannot be opened ({e})") from None
     try:
-        con.execute("BEGIN")  # one read snapshot for both tables
+        con.execute("BEGIN")  # one read snapshot for every table
         _check_schema(path, con)
+        flags = read_flags(con)
         have = {r[1] for r in con.execute("PRAGMA table_info(creations)")}
         # rival_state: schema version 2 (the background rival); a version-1 store's scores are all final;
         # round and the rival's identity: version 4 (older stores: round null, identity unknown)
@@ -452,6 +444,7 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 # served swow_af instances (gavil.game.service.Game.serve_variant) say so; the rest are random sets
                 "images_source": "swow_af" if r["spymaster_id"] == "variant:swow_af" else "random",
                 **{c: (r[c] if c in r.keys() else None) for c in optional[1:]},
+                "flags": flags.get(r["instance_id"], []),
             }
             for r in con.execute(f"SELECT {', '.join(creation_columns)} FROM creations ORDER BY seq")
         ]

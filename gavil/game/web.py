@@ -10,7 +10,7 @@ admin actions need ``X-Admin-Token``. Images are served only by a content hash t
 chose (``/img/<sha256>``); the client never names a path.
 
 Limits come before work (:class:`Throttle`): joins are throttled per client address and per join
-code sent, submissions per client address and per account (never per session token, so joining
+code sent, submissions (creations, answers, flags) per client address and per account (never per session token, so joining
 again resets nothing), reads and work requests per account; a request with no or an unknown
 session token is charged to its own per-address budget, never to an authenticated player's; admin
 attempts per address and across the server, before the token is compared (in constant time), and
@@ -50,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from gavil.game import flags
 from gavil.game.service import Game, GameError
 from gavil.params.game import GameParams
 
@@ -105,6 +106,23 @@ class SolveBody(_Body):
 
     lease_id: Id
     selection: Positions
+
+
+class FlagBody(_Body):
+    """``POST /api/flag``: a player's flag on an association they were served (:mod:`gavil.game.flags`)."""
+
+    instance_id: Id
+    category: Annotated[str, Field(max_length=32, description="offensive, wrong, unsolvable or other")]
+    reason: Annotated[str, Field(max_length=2000, description="a short reason (a string)")] = ""
+
+
+class ReviewBody(_Body):
+    """``POST /api/admin/flags/review``: keep or retire a flagged association."""
+
+    instance_id: Id
+    decision: Annotated[str, Field(max_length=16, description="keep or retire")]
+    note: Annotated[str, Field(max_length=2000, description="a short note (a string)")] = ""
+    reviewer: Annotated[str, Field(max_length=256, description="the reviewer's name (a string)")] = ""
 
 
 class InvitationsBody(_Body):
@@ -179,8 +197,8 @@ class Throttle:
 
     Rules (``game`` params, ``limits`` notation such as ``30/minute; 100/hour``):
     ``join_address`` and ``join_code`` (every ``POST /api/join``, keyed by client address and
-    by the sha256 of the code sent), ``submit_address`` and ``submit_account`` (every create or
-    solve of an authenticated player, keyed by client address and by player id;
+    by the sha256 of the code sent), ``submit_address`` and ``submit_account`` (every create,
+    solve or flag of an authenticated player, keyed by client address and by player id;
     ``submissions_per_minute`` per account), ``read_account`` (every other request of an
     account), ``unauthenticated`` (requests with no or an unknown session token, per client
     address), ``admin_address`` and ``admin_global`` (admin-token attempts).
@@ -399,6 +417,20 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         await admin(request)
         return _json(await run(game.export))
 
+    async def flag_post(request: Request) -> Response:
+        token = await submitter(request)
+        b = await parse(request, FlagBody)
+        return _json(await run(flags.flag, game, token, b.instance_id, b.category, b.reason))
+
+    async def admin_flags(request: Request) -> Response:
+        await admin(request)
+        return _json(await run(flags.queue, game))
+
+    async def admin_review(request: Request) -> Response:
+        await admin(request)
+        b = await parse(request, ReviewBody)
+        return _json(await run(flags.review, game, b.instance_id, b.decision, b.note, b.reviewer))
+
     async def on_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, GameError)
         return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
@@ -423,6 +455,9 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/api/admin/submissions", admin_submissions),
         Route("/api/admin/export", admin_export),
         Route("/api/admin/invitations", admin_invitations, methods=["POST"]),
+        Route("/api/flag", flag_post, methods=["POST"]),
+        Route("/api/admin/flags", admin_flags, methods=["GET"]),
+        Route("/api/admin/flags/review", admin_review, methods=["POST"]),
     ]
 
     @contextlib.asynccontextmanager

@@ -127,6 +127,12 @@ TABLES: tuple[Table, ...] = (
         "rejected annotation rows with file, line and reason",
     ),
     Table(
+        "flags",
+        "data/annotations/flags.parquet",
+        "schemas.annotations:Flags",
+        "players' flags on game instances, each with the admin's review (keep, retire) or open",
+    ),
+    Table(
         "selection", "data/selection/selection.parquet", "schemas.selection:Selection", "selection fate per instance"
     ),
     Table(

@@ -131,14 +131,14 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "import_annotations",
-        writes=("instances", "solves", "annotation_rejects", "annotator_key_fingerprint"),
+        writes=("instances", "solves", "annotation_rejects", "flags", "annotator_key_fingerprint"),
         params=("annotations", "profanity", "game.store_dir"),
         # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
     StageSpec(
         "select_instances",
-        reads=("instances", "solves"),
+        reads=("instances", "solves", "flags"),
         writes=(
             "selection",
             "id_ledger",

@@ -13,7 +13,8 @@ Inputs (docs/annotations.md "Released files and new batches"):
   Answer.*``) mapped by ``annotations.crowd.columns``. ``instance_id`` is unique across batches.
 - **The collection game's store** (``<game.store_dir>/game.sqlite``, ``gavil game``): its
   creations after every batch's creations, its solves after every batch's solves, through the
-  same raw-record rules below (docs/game.md).
+  same raw-record rules below (docs/game.md); its players' flags, each with the admin's review,
+  into the ``flags`` table (docs/dynamic.md "Flags and review").
 
 A raw creation is accepted when: N in {5, 6, 10, 12} distinct candidates; the cue is a single
 token longer than one character; K = len(associations) is within the game's limits for N

@@ -2,13 +2,15 @@
 annotation source: its creations and solves are fed, as raw records, to the same validation as
 raw batches (:mod:`stages.import_annotations.raw`: cue, N, K, two-cue tasks, duplicates, no
 self-solve) and player ids are hashed with the same annotator key. Rejects name the store file
-with ``#creations`` / ``#solves`` and the row's sequence number as the line.
+with ``#creations`` / ``#solves`` and the row's sequence number as the line. Players' flags and
+their reviews become the ``flags`` table (:func:`flag_rows`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from gavil.domain.privacy import hash_annotator
 from gavil.game.store import read_submissions
 from stages.import_annotations.raw import import_creation_records, import_solve_records
 from stages.import_annotations.records import ImportState, Records
@@ -73,3 +75,40 @@ def import_game_solves(path: Path, solves: list[dict], state: ImportState) -> No
     """Import the store's solves (after every creation, batches' included)."""
     name = f"{path.as_posix()}#solves"
     state.read[name] = import_solve_records(name, _records(solves, SOLVE_FIELDS), state)
+
+
+def flag_rows(path: Path, creations: list[dict], state: ImportState) -> tuple[list[dict], int]:
+    """The ``flags`` table's rows (:class:`schemas.annotations.Flags`): every flag of a creation
+    this import accepted from the store (``instance_uid`` ``raw:<instance_id>``), by ``flag_id``,
+    the player's id hashed with the annotator key; and how many flags were left out because
+    their creation was rejected (their instance is in no table: nothing to hold back).
+
+    Each row keeps the flag's state under the review rule (:mod:`gavil.domain.flags`) and the
+    covering review's decision, note, reviewer and time (null while open).
+    """
+    name = f"{path.as_posix()}#creations"
+    rows, dropped = [], 0
+    for c in creations:
+        uid = f"raw:{c['instance_id']}"
+        mine = state.by_uid.get(uid)
+        if mine is None or mine["source_file"] != name:
+            dropped += len(c["flags"])
+            continue
+        for f in c["flags"]:
+            rows.append(
+                {
+                    "instance_uid": uid,
+                    "flag_id": f["flag_id"],
+                    "player": hash_annotator(f["player_id"], state.key),
+                    "category": f["category"],
+                    "reason": f["reason"],
+                    "flagged_at": f["created_at"],
+                    "state": f["state"],
+                    "decision": f["decision"],
+                    "review_note": f["note"],
+                    "reviewer": f["reviewer"],
+                    "reviewed_at": f["reviewed_at"],
+                    "source_file": f"{path.as_posix()}#flags",
+                }
+            )
+    return sorted(rows, key=lambda r: r["flag_id"]), dropped

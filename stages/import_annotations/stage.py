@@ -1,6 +1,6 @@
 """The stage's entry points: :func:`import_all` (released files, then raw and crowd batches in name
 order, into DataFrames and metrics; pure apart from reading inputs) and :func:`run` (params in,
-catalog tables ``instances``, ``solves`` and ``annotation_rejects`` out).
+catalog tables ``instances``, ``solves``, ``annotation_rejects`` and ``flags`` out).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
+from gavil.domain.flags import FLAG_STATES
 from gavil.domain.privacy import annotator_key, key_fingerprint
 from gavil.domain.profanity import ProfanityFilter
 from gavil.domain.vocabulary import name_key
@@ -21,9 +22,15 @@ from gavil.errors import GavilError, MissingInput
 from gavil.game.store import store_file
 from gavil.io import atomic_path
 from gavil.pipeline import catalog
-from schemas.annotations import AnnotationRejects, Instances, Solves
+from schemas.annotations import AnnotationRejects, Flags, Instances, Solves
 from stages.import_annotations.crowd import import_crowd
-from stages.import_annotations.game import import_game_creations, import_game_solves, read_game, store_metrics
+from stages.import_annotations.game import (
+    flag_rows,
+    import_game_creations,
+    import_game_solves,
+    read_game,
+    store_metrics,
+)
 from stages.import_annotations.raw import import_creations, import_solves
 from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
@@ -43,6 +50,7 @@ class ImportResult:
     solves: pd.DataFrame
     rejects: pd.DataFrame
     metrics: dict[str, Any]
+    flags: pd.DataFrame  # schemas.annotations.Flags: the game's flags with their reviews
 
 
 def import_all(
@@ -120,6 +128,11 @@ def import_all(
         inst[col] = inst[col].astype(float)
     sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
     rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
+    flagged, flags_dropped = flag_rows(game_store, game_creations, state) if game_store else ([], 0)
+    flags = pd.DataFrame(flagged, columns=list(Flags.to_schema().columns))
+    for col in ("flagged_at", "reviewed_at"):
+        flags[col] = flags[col].astype(float)
+    flags["flag_id"] = flags["flag_id"].astype(int)
     by_reason = (
         rej["reason"].str.replace(r"'[^']*'|\[[^\]]*\]|\d+", "…", regex=True).value_counts().to_dict()
         if len(rej)
@@ -149,9 +162,15 @@ def import_all(
             "solves": len(game_solves),
             "untrained_scores_imported_as_null": untrained,
         },
+        # players' flags on game instances (the flags table), by state under the review rule
+        "flags": {
+            "rows": len(flags),
+            "by_state": {k: int((flags["state"] == k).sum()) for k in FLAG_STATES},
+            "of_rejected_creations": flags_dropped,
+        },
         "game_store": store_metrics(game_store, game_creations, game_solves),
     }
-    return ImportResult(inst, sol, rej, metrics)
+    return ImportResult(inst, sol, rej, metrics, flags)
 
 
 class AnnotatorKeyChanged(GavilError):
@@ -187,8 +206,9 @@ def check_annotator_key(fingerprint: str, expected: str | None, previous: str | 
 
 
 def run(params: Params) -> dict[str, Any]:
-    """Stage entry point: release files + raw batches -> instances, solves, annotation_rejects, and
-    the annotator key's fingerprint (``annotator_key_fingerprint``).
+    """Stage entry point: release files + raw batches + the game's store -> instances, solves,
+    annotation_rejects, flags (the game's flags with their reviews), and the annotator key's
+    fingerprint (``annotator_key_fingerprint``).
 
     Returns the metrics of :func:`import_all` plus ``annotator_key_fingerprint`` (null when no id
     was hashed).
@@ -228,6 +248,7 @@ def run(params: Params) -> dict[str, Any]:
     catalog.write_table(res.instances, "instances")
     catalog.write_table(res.solves, "solves")
     catalog.write_table(res.rejects, "annotation_rejects")
+    catalog.write_table(res.flags, "flags")
     # a recorded fingerprint is never forgotten: an import that hashes no id (a fresh clone without
     # the git-ignored batches, an empty raw_dir) keeps it, so a later key change is still caught
     recorded = fingerprint if hashes_ids else (p.annotator_key_fingerprint or previous)

@@ -29,7 +29,7 @@ from typing import TypedDict, cast
 from gavil.domain.vocabulary import name_key
 
 #: Selection statuses a duplicate can replace (an instance not yet published and not rejected).
-OPEN = frozenset({"selected", "below_threshold", "insufficient_solvers", "profane_cue"})
+OPEN = frozenset({"selected", "below_threshold", "insufficient_solvers", "profane_cue", "withheld"})
 
 
 class Owner(TypedDict):

@@ -112,8 +112,8 @@ def split_of(dataset: str, num_candidates: int) -> str:
 
 
 def retired_uids(ledger: dict[str, dict[str, Any]], retired: Iterable[tuple[str, int, str]]) -> dict[str, str]:
-    """instance_uid -> reason for each retired (dataset, ID, reason). Raises GavilError for an
-    ID the ledger never published."""
+    """instance_uid -> the selection reason (``retired (select.retired): <reason>``) of each retired
+    (dataset, ID, reason). Raises GavilError for an ID the ledger never published."""
     by_id = {(r["dataset"], int(r["ID"])): u for u, r in ledger.items() if not is_null(r["ID"])}
     out = {}
     for dataset, id_, reason in retired:
@@ -123,7 +123,7 @@ def retired_uids(ledger: dict[str, dict[str, Any]], retired: Iterable[tuple[str,
                 f"select.retired: {dataset} ID {id_} was never published (it is not in the ID ledger "
                 "data/ledger/benchmark_ids.parquet): fix the entry's dataset or ID, or remove it"
             )
-        out[uid] = reason
+        out[uid] = f"retired (select.retired): {reason}"
     return out
 
 
@@ -137,7 +137,9 @@ def published_row(
 ) -> dict[str, Any]:
     """The selection row of a published instance: its ledger row, frozen (answers beyond the
     counted ones are ``late_answers``; imported values that differ from the published ones, and
-    a threshold raised above its published mean, are named in the reason, never applied)."""
+    a threshold raised above its published mean, are named in the reason, never applied).
+    ``retired``: why it is out of the benchmark (``select.retired``, or held by players' flags:
+    :mod:`stages.select_instances.flags`): status ``retired``, the reason first; its ID stays."""
     counted = set(old["solvers"]) if isinstance(old["solvers"], list) else set()
     late = sum(s not in counted for s in given)
     notes = [note] if note else []
@@ -166,7 +168,7 @@ def published_row(
         "ID": old["ID"],
     }
     if retired is not None:
-        return row | {"status": "retired", "reason": "; ".join([f"retired (select.retired): {retired}", *notes])}
+        return row | {"status": "retired", "reason": "; ".join([retired, *notes])}
     return row | {"status": "selected", "reason": "; ".join(notes) or None}
 
 

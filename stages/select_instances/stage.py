@@ -18,7 +18,10 @@ The ID ledger binds each ``instance_uid`` to its content (:func:`content_fingerp
 content that differs under a recorded uid is ``rejected`` (a reused or edited instance_id), and a
 published instance is final: its row is rebuilt from the ledger, frozen, whatever later answers,
 edits or removed batches say; only ``select.retired`` takes it out (status ``retired``, its ID
-never reused). Outputs do not depend on the row order of any input (:func:`canonical_order`).
+never reused), or players' flags while unreviewed or once a review retired it. A game instance
+with an open flag or retired by review never enters the benchmark: ``withheld`` (reason
+``flagged_unreviewed`` or ``retired_by_review``; :mod:`stages.select_instances.flags`).
+Outputs do not depend on the row order of any input (:func:`canonical_order`).
 
 Also writes the paper's Table 1 (generated associations, average model score =
 mean(100 - fool-the-AI), average human score, kept) per dataset and candidate group, and
@@ -37,6 +40,7 @@ from gavil.domain.winogavil import candidate_group, jaccard, solvable_by_humans,
 from gavil.io import atomic_path, write_csv
 from gavil.pipeline import catalog
 from schemas.selection import UNNUMBERED, AnnotatorStats, Selection, Table1
+from stages.select_instances.flags import held_reasons, published_reason, withhold
 from stages.select_instances.guard import check_ledger, published_ids, read_ledger, read_published
 from stages.select_instances.identity import duplicate_reason, mark_duplicates
 from stages.select_instances.ledger import (
@@ -96,6 +100,7 @@ def select(
     min_solvers: int = 3,
     ledger: pd.DataFrame | None = None,
     retired: Iterable[tuple[str, int, str]] = (),
+    flags: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Score and select instances (pure; independent of the row order of every input).
 
@@ -111,6 +116,9 @@ def select(
             An instance in it keeps its split ID and benchmark ID, and its uid stays bound to
             its recorded content; a published one (with an ``ID``) is rebuilt from it, frozen.
         retired: (dataset, ID, reason) of published instances a lab took out (``select.retired``).
+        flags: :class:`schemas.annotations.Flags` (None: no flag). An instance with an open flag
+            or retired by review is held (:mod:`stages.select_instances.flags`): ``withheld``
+            when unpublished, ``retired`` (its ID kept) when published; a kept one as usual.
 
     Returns:
         :class:`schemas.selection.Selection`: one row per imported instance (canonical order,
@@ -121,7 +129,9 @@ def select(
         gavil.errors.GavilError: a retired ID was never published.
     """
     led = led_records(ledger)
-    gone = retired_uids(led, retired)
+    held = held_reasons(flags)  # players' flags: open or retired by review (stages.select_instances.flags)
+    published = {u for u, r in led.items() if not is_null(r["ID"])}
+    gone = {u: published_reason(why) for u, why in held.items() if u in published} | retired_uids(led, retired)
     instances = canonical_order(instances)
     spymaster_of = dict(zip(instances["instance_uid"], instances["spymaster"]))
     answers: dict[str, dict[str, list[str]]] = {}
@@ -246,6 +256,13 @@ def select(
                 f"published; {why}: kept from the ID ledger",
             )
         )
+    fresh = ("selected", "below_threshold", "insufficient_solvers", "profane_cue")
+    rows = [
+        withhold(r, held[r["instance_uid"]])
+        if r["instance_uid"] in held and r["instance_uid"] not in published and r["status"] in fresh
+        else r
+        for r in rows
+    ]
     dups = mark_duplicates(rows, [r for r in led.values() if not is_null(r["ID"])])
     df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
     for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
@@ -392,7 +409,7 @@ def table1_markdown(t: pd.DataFrame) -> str:
 
 
 def run(params: Params) -> Metrics:
-    """Stage entry point: instances + solves -> selection, table1 (+ Markdown), annotator stats, plots.
+    """Stage entry point: instances + solves + flags -> selection, table1 (+ Markdown), annotator stats, plots.
 
     Returns the metrics: the threshold (a fraction), instances by dataset/status, Table 1 rows."""
     p = params.select
@@ -403,7 +420,8 @@ def run(params: Params) -> Metrics:
     check_ledger(ledger, read_published(published_path), fingerprints, ledger_path, published_path)
     solves = catalog.read_table("solves")
     retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
-    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired)
+    flags = catalog.read_table("flags")
+    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired, flags)
     catalog.write_table(sel, "selection")
     new_ledger = catalog.write_table(update_ledger(sel, ledger), "id_ledger")
     write_csv(published_ids(new_ledger), published_path)

@@ -119,8 +119,10 @@ async function loadSolve() {
   $("submit-solve").disabled = false;
   $("solve-cue").textContent = "";
   $("solve-grid").replaceChildren();
+  resetFlag();
   const { task } = await api("POST", "/api/solve/task");
   state.solveTask = task;
+  $("flag-box").hidden = !task;
   if (!task) { $("solve-cue").textContent = "(nothing to solve right now)"; $("solve-k").textContent = "0"; $("solve-grid").replaceChildren(); return; }
   $("solve-cue").textContent = task.cue;
   $("solve-k").textContent = String(task.k);
@@ -136,6 +138,26 @@ async function submitSolve() {
     mark($("solve-grid"), r.associations, "answer");
     $("solve-result").textContent = "Your Jaccard score: " + Math.trunc(100 * r.jaccard) + "%";
     $("next-solve").hidden = false;
+  } catch (e) { say(e.message); }
+}
+
+function resetFlag() {
+  $("flag-box").hidden = true;
+  $("flag-category").value = "offensive";
+  $("flag-reason").value = "";
+  $("flag-btn").disabled = false;
+  $("flag-status").textContent = "";
+}
+
+async function submitFlag() {
+  const t = state.solveTask;
+  if (!t) return;
+  try {
+    await api("POST", "/api/flag", { instance_id: t.instance_id, category: $("flag-category").value, reason: $("flag-reason").value });
+    $("flag-btn").disabled = true;
+    $("submit-solve").disabled = true;  // a flagged association is not answered; Next brings another
+    $("next-solve").hidden = false;
+    $("flag-status").textContent = "flagged, thanks";
   } catch (e) { say(e.message); }
 }
 
@@ -209,6 +231,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("mode-scores").addEventListener("click", guard(loadScores));
   $("submit-create").addEventListener("click", submitCreate);
   $("submit-solve").addEventListener("click", submitSolve);
+  $("flag-btn").addEventListener("click", submitFlag);
   $("next-create").addEventListener("click", guard(loadCreate));
   $("next-solve").addEventListener("click", guard(loadSolve));
   $("lb-round").addEventListener("change", guard(loadLeaderboard));
