@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import datasets
+import httpx
 import pytest
 import uvicorn
 import yaml
@@ -41,7 +42,7 @@ RIVALS = {
     "rival-a": {"kind": "open_clip", "model": "RN50", "pretrained": None, "allow_download": False, "batch_size": 8},
     "rival-b": {"kind": "open_clip", "model": "ViT-B-32", "pretrained": None, "allow_download": False, "batch_size": 8},
 }
-ADMIN = {"Authorization": "Bearer admin-secret"}
+ADMIN = {"X-Admin-Token": "admin-secret"}
 
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -133,6 +134,19 @@ def solve_all(page: sync_api.Page, answers: dict[str, list[int]]) -> list[str]:
         solved.append(text)
 
 
+def flag(page: sync_api.Page) -> str:
+    """The solver flags the association served on the solve page (category "wrong"); its cue."""
+    expect = sync_api.expect
+    page.click("#mode-solve")
+    cue = page.locator("#solve-cue")
+    expect(cue).not_to_have_text("")
+    page.select_option("#flag-category", "wrong")
+    page.fill("#flag-reason", "the images do not fit")
+    page.click("#flag-btn")
+    expect(page.locator("#flag-status")).to_have_text("flagged, thanks")
+    return cue.text_content() or ""
+
+
 def release(d: Path, tag: str) -> None:
     """Commit the round's `dvc.lock` and metrics, then `gavil release` tags that commit."""
     ok(["git", "add", "-A"], d)
@@ -193,8 +207,12 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
         create(join(browser, base, "Spy One"), ROUND_1)
     with serve(d) as base:  # a restart mid-round keeps the round
         solvers = [join(browser, base, f"Solver {i}") for i in range(3)]
-        for s in solvers:
-            assert sorted(solve_all(s, ROUND_1)) == sorted(ROUND_1)
+        flagged = flag(solvers[0])  # the first association served is flagged, not answered
+        other = next(c for c in ROUND_1 if c != flagged)
+        for s in solvers:  # held from every new solver until an admin reviews it
+            assert solve_all(s, ROUND_1) == [other]
+        queue = httpx.get(f"{base}/api/admin/flags", headers=ADMIN).json()["instances"]
+        assert [(q["cue"], q["round"]) for q in queue] == [(flagged, 1)]
     gavil(d, "round", "close")
     made = creations(d)
     assert [(r["cue"], r["round"], r["rival_model"], r["rival_architecture"], r["rival_weights"]) for r in made] == [
@@ -204,6 +222,10 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
     assert all(r["rival_status"] == "untrained" and r["score_fool_the_ai"] is not None for r in made)
     ok([sys.executable, "-m", "dvc", "repro"], d)
     assert json.loads((d / "data/metrics/export.json").read_text())["version"] == "1.1.0"
+    sel = catalog.read_table("selection", d).set_index("cue")
+    assert sel.loc[flagged, "status"] == "withheld" and sel.loc[flagged, "reason"].startswith("flagged_unreviewed")
+    assert catalog.read_table("benchmark", d)["cue"].tolist() == [other]  # flagged: not exported before review
+    assert catalog.read_table("flags", d)["category"].tolist() == ["wrong"]
     release(d, "v1.1.0")
 
     # round 2, against rival-b: the CLI proposes only trained models (both rivals run random weights
@@ -212,10 +234,17 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
     assert proposal.returncode == 2 and "name the rival: --rival NAME" in proposal.stderr, proposal.stderr
     assert "round 2 open, rival rival-b (ViT-B-32" in gavil(d, "round", "open", "--rival", "rival-b")
     with serve(d) as base:
+        iid = httpx.get(f"{base}/api/admin/flags", headers=ADMIN).json()["instances"][0]["instance_id"]
+        kept = httpx.post(
+            f"{base}/api/admin/flags/review", headers=ADMIN, json={"instance_id": iid, "decision": "keep"}
+        )
+        assert kept.status_code == 200 and kept.json()["state"] == "kept", kept.text
         create(join(browser, base, "Spy Two"), ROUND_2)
         solvers = [join(browser, base, f"Solver {i}b") for i in range(3)]
-        for s in solvers:
-            assert sorted(solve_all(s, ROUND_2)) == sorted(ROUND_2)
+        answers = {**ROUND_1, **ROUND_2}
+        solved = [solve_all(s, answers) for s in solvers]
+        assert all(sorted(set(x) - {flagged}) == sorted(ROUND_2) for x in solved)
+        assert all(x.count(flagged) == 1 for x in solved)  # kept: served again (held in round 1, unanswered)
         board = solvers[0]
         board.click("#mode-scores")
         expect(board.locator("#leaderboard")).to_contain_text("Spy One")  # every round
@@ -251,7 +280,7 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
     ok(["git", "checkout", "-q", "v1.1.0"], d)
     ok([sys.executable, "-m", "dvc", "checkout", "-q"], d)
     assert json.loads((d / "data/metrics/export.json").read_text())["version"] == "1.1.0"
-    assert sorted(catalog.read_table("benchmark", d)["cue"]) == sorted(ROUND_1)
+    assert catalog.read_table("benchmark", d)["cue"].tolist() == [other]
     ok(["git", "checkout", "-q", "-"], d)
     ok([sys.executable, "-m", "dvc", "checkout", "-q"], d)
     gavil(d, "round", "leaderboard", "--out", str(tmp_path / "leaderboard.svg"))
