@@ -127,6 +127,12 @@ TABLES: tuple[Table, ...] = (
         "rejected annotation rows with file, line and reason",
     ),
     Table(
+        "gold_checks",
+        "data/annotations/gold_checks.parquet",
+        "schemas.annotations:GoldChecks",
+        "one row per game solver the gold check judged: gold answers, mean Jaccard, status",
+    ),
+    Table(
         "selection", "data/selection/selection.parquet", "schemas.selection:Selection", "selection fate per instance"
     ),
     Table(
