@@ -16,7 +16,7 @@ from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, exact, list_field
 
 DATASETS = ["game", "swow_baseline"]
-#: A game solver's gold check (:func:`gavil.game.gold.gold_status`; docs/dynamic.md "Solver checks").
+#: A game solver's gold check (:func:`gavil.game.gold.gold_status`; docs/dynamic.md "Solver checks (gold items)").
 GOLD_STATUSES = ["passed", "failed_gold_check", "gold_pending", "not_checked"]
 ORIGINS = ["release", "raw"]
 

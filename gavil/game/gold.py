@@ -40,16 +40,56 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypedDict
+
+import pandas as pd
 
 from gavil.domain.winogavil import jaccard
 from gavil.game.rules import GameError, positions
-from gavil.game.store import _check_schema, _fail, _json_list, _open_read_only, check_store_path, transaction
+from gavil.game.store import GameStoreError, check_store_path, transaction
 from gavil.params.game import GoldParams
 from schemas.annotations import GOLD_STATUSES
 
 PASSED, FAILED, PENDING, NOT_CHECKED = GOLD_STATUSES  # the values of gold_status (gold_checks, annotator_stats)
 _PICK = random.SystemRandom()  # which gold item: unpredictable, so players cannot share a fixed answer list
+
+
+class GoldRecord(TypedDict):
+    """A stored gold item as :func:`read_gold` returns it."""
+
+    gold_id: str
+    source_uid: str
+    cue: str
+    candidates: list[str]
+    associations: list[str]
+
+
+class GoldAnswer(TypedDict):
+    """A stored gold answer as :func:`read_gold` returns it (``solver_id`` as stored: not yet hashed)."""
+
+    seq: int
+    gold_id: str
+    solver_id: str
+    selection: object  # a JSON list as stored; the import checks its shape
+
+
+class SolveTask(TypedDict):
+    """A served solve task (:meth:`gavil.game.service.Game.solve_task`), gold or not."""
+
+    lease_id: str
+    instance_id: str
+    cue: str
+    images: list[str]  # sha256 in candidate order
+    k: int
+    expires_in_s: int
+
+
+class SolveReply(TypedDict):
+    """The reply to an answer (:meth:`gavil.game.service.Game.solve`), gold or not."""
+
+    jaccard: float  # a fraction
+    selection: list[int]
+    associations: list[int]  # positions, revealed once answered
 
 
 @dataclass(frozen=True)
@@ -112,7 +152,7 @@ def counted_answers(db: sqlite3.Connection, instance_id: str, p: GoldParams) -> 
     return int(db.execute(sql, (instance_id, uncounted(db, p))).fetchone()[0])
 
 
-def gold_items(selection: Any, images: dict[str, tuple[str, str]]) -> list[GoldItem]:
+def gold_items(selection: pd.DataFrame, images: dict[str, tuple[str, str]]) -> list[GoldItem]:
     """The published instances of ``selection`` (:class:`schemas.selection.Selection`: status
     ``selected``) whose every candidate has an accepted image in ``images`` (concept -> (sha256,
     path), :func:`schemas.ocr.accepted_images`), by dataset and ID."""
@@ -169,7 +209,7 @@ _FREE = (
 )
 
 
-def gold_task(db: sqlite3.Connection, pid: str, now: float, lease_s: float, issue: bool) -> dict[str, Any] | None:
+def gold_task(db: sqlite3.Connection, pid: str, now: float, lease_s: float, issue: bool) -> SolveTask | None:
     """The player's live gold lease, or (with ``issue``) a new one on a gold item left for them
     (module docstring); None when none is left. Keys as :meth:`gavil.game.service.Game.solve_task`."""
     lease = db.execute(_LIVE, (pid, now)).fetchone()
@@ -200,7 +240,7 @@ def is_gold_lease(db: sqlite3.Connection, lease_id: str) -> bool:
     return db.execute("SELECT 1 FROM gold_leases WHERE lease_id = ?", (lease_id,)).fetchone() is not None
 
 
-def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: object, now: float) -> dict[str, Any]:
+def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: object, now: float) -> SolveReply:
     """Store player ``pid``'s answer to gold lease ``lease_id`` (one transaction that consumes the
     lease); the reply of :meth:`gavil.game.service.Game.solve` (same keys, same errors)."""
 
@@ -235,50 +275,64 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
     return {"jaccard": j, "selection": picks, "associations": [cands.index(a) for a in assoc]}
 
 
-def read_gold(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _cell(path: Path, table: str, key: object, column: str, value: object) -> Any:
+    """A JSON list cell, parsed; a cell that is not JSON text is a damaged row, named by table and key."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(f"a {type(value).__name__}, not JSON text")
+        return json.loads(value)
+    except ValueError as e:
+        raise GameStoreError(
+            f"game store {path}: {table} row {key}, column {column!r}: not JSON ({e}); repair or delete that row "
+            "(sqlite3), or restore game.sqlite from a backup"
+        ) from None
+
+
+def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
     """(gold items, gold answers) of a store, read-only in one snapshot; two empty lists when
-    nothing is at ``path`` or the store predates version 5.
+    nothing is at ``path`` or the store predates version 5. Call it after
+    :func:`gavil.game.store.read_submissions`, which checks the store's integrity and version.
 
     Items: ``gold_id``, ``source_uid``, ``cue``, ``candidates``, ``associations`` (lists). Answers
     (store order): ``seq``, ``gold_id``, ``solver_id`` (as stored), ``selection`` (a list).
 
     Raises:
-        gavil.game.store.GameStoreError: as :func:`gavil.game.store.read_submissions`.
+        gavil.game.store.GameStoreError: SQLite cannot read it, or a list cell is not JSON text.
     """
     path = Path(path)
     if not check_store_path(path):
         return [], []
     try:
-        con = _open_read_only(path)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
     except sqlite3.Error as e:
-        raise _fail(path, f"cannot be opened ({e})") from None
+        raise GameStoreError(f"game store {path}: cannot be opened ({e})") from None
     try:
-        con.execute("BEGIN")
-        _check_schema(path, con)
+        con.row_factory = sqlite3.Row
+        con.execute("BEGIN")  # one read snapshot for both tables
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"gold_items", "gold_answers"} <= tables:
             return [], []
-        items = [
+        items: list[GoldRecord] = [
             {
                 "gold_id": r["gold_id"],
                 "source_uid": r["source_uid"],
                 "cue": r["cue"],
-                "candidates": _json_list(path, "gold_items", r["gold_id"], "candidates", r["candidates"]),
-                "associations": _json_list(path, "gold_items", r["gold_id"], "associations", r["associations"]),
+                "candidates": _cell(path, "gold_items", r["gold_id"], "candidates", r["candidates"]),
+                "associations": _cell(path, "gold_items", r["gold_id"], "associations", r["associations"]),
             }
             for r in con.execute("SELECT * FROM gold_items ORDER BY gold_id")
         ]
-        answers = [
+        answers: list[GoldAnswer] = [
             {
                 "seq": r["seq"],
                 "gold_id": r["gold_id"],
                 "solver_id": r["solver_id"],
-                "selection": _json_list(path, "gold_answers", r["seq"], "selection", r["selection"]),
+                "selection": _cell(path, "gold_answers", r["seq"], "selection", r["selection"]),
             }
             for r in con.execute("SELECT seq, gold_id, solver_id, selection FROM gold_answers ORDER BY seq")
         ]
         return items, answers
     except sqlite3.Error as e:
-        raise _fail(path, f"damaged ({e})") from None
+        raise GameStoreError(f"game store {path}: damaged ({e}); restore game.sqlite from a backup") from None
     finally:
         con.close()  # a read: closing ends the snapshot

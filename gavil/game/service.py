@@ -379,7 +379,7 @@ class Game:
         if gold.in_gold_phase(self.db, pid, self.p.gold):
             task = gold.gold_task(self.db, pid, now, self.p.lease_s, issue)
             if task is not None:
-                return task
+                return dict(task)
         need = (  # answers that count (gold check: gavil.game.gold) plus other players' live leases
             "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id NOT IN"
             " (SELECT value FROM json_each(:out))) + (SELECT COUNT(*) FROM leases o"
@@ -430,7 +430,7 @@ class Game:
         if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
             raise GameError(400, "name the solve task you were served (lease_id): get one from POST /api/solve/task")
         if gold.is_gold_lease(self.db, lease_id):  # answered like any association; scored against the gold
-            return gold.answer_gold(self.db, pid, lease_id, selection, self.clock())
+            return dict(gold.answer_gold(self.db, pid, lease_id, selection, self.clock()))
         lease = self._lease(lease_id, pid)
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:

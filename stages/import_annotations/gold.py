@@ -14,7 +14,7 @@ crowd platform has its own qualifications). The ``gold_checks`` table has one ro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import pandas as pd
 
 from gavil.domain.privacy import hash_annotator
 from gavil.domain.winogavil import jaccard
-from gavil.game.gold import NOT_CHECKED, PASSED, gold_mean, gold_status
+from gavil.game.gold import NOT_CHECKED, PASSED, GoldAnswer, GoldRecord, gold_mean, gold_status
 from gavil.params.game import GoldParams
 from schemas.annotations import GoldChecks
 from stages.import_annotations.records import ImportState, Records, RowError, parse_id
@@ -37,7 +37,7 @@ def _solver(raw: object, key: bytes) -> str | None:
 
 
 def score_gold(
-    path: Path, items: list[dict[str, Any]], answers: list[dict[str, Any]], state: ImportState
+    path: Path, items: list[GoldRecord], answers: list[GoldAnswer], state: ImportState
 ) -> dict[str, list[float]]:
     """Hashed solver -> Jaccards (fractions) of their valid gold answers, in store order; an
     invalid answer is rejected (``<store>#gold_answers``, kind ``solve``) and not scored."""
@@ -64,12 +64,14 @@ def score_gold(
             seen.add((a["gold_id"], solver))
             out.setdefault(solver, []).append(jaccard(sel, assoc))
             continue
-        state.reject(name, int(a["seq"]), "solve", reason, {k: a[k] for k in ("gold_id", "solver_id", "selection")})
+        state.reject(
+            name, a["seq"], "solve", reason, {"gold_id": a["gold_id"], "solver_id": a["solver_id"], "selection": sel}
+        )
     return out
 
 
 def judge(
-    gold_js: dict[str, list[float]], solves: list[dict[str, Any]], p: GoldParams, key: bytes
+    gold_js: dict[str, list[float]], solves: Sequence[Mapping[str, object]], p: GoldParams, key: bytes
 ) -> dict[str, tuple[str, str | None]]:
     """Hashed solver -> (status, reason) for every solver with gold answers and, with the switch on,
     every solver of the game's ``solves``."""
@@ -81,7 +83,7 @@ def judge(
 
 def checked_solves(
     name: str,
-    solves: list[dict[str, Any]],
+    solves: Sequence[Mapping[str, object]],
     fields: tuple[str, ...],
     verdict: dict[str, tuple[str, str | None]],
     state: ImportState,
@@ -93,13 +95,14 @@ def checked_solves(
 
     def gen() -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
         for r in solves:
-            rec = {f: r[f] for f in fields}
+            rec, seq = {f: r[f] for f in fields}, r["seq"]
+            assert isinstance(seq, int)  # the store's row number
             solver = _solver(r["solver_id"], state.key) or ""
             status, reason = verdict.get(solver, (PASSED, None))
             if status in (PASSED, NOT_CHECKED):
-                yield r["seq"], rec, None
+                yield seq, rec, None
             else:
-                state.reject(name, int(r["seq"]), "solve", f"{status}: {reason}", rec)
+                state.reject(name, seq, "solve", f"{status}: {reason}", rec)
                 excluded[solver] = excluded.get(solver, 0) + 1
 
     return gen()
