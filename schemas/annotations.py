@@ -17,6 +17,8 @@ from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, exact, list_field
 
 DATASETS = ["game", "swow_baseline"]
+#: A game solver's gold check (:func:`gavil.game.gold.gold_status`; docs/dynamic.md "Solver checks (gold items)").
+GOLD_STATUSES = ["passed", "failed_gold_check", "gold_pending", "not_checked"]
 ORIGINS = ["release", "raw"]
 
 
@@ -140,3 +142,25 @@ class Flags(StrictModel):
     @pa.dataframe_check(error="a flag is open exactly when no review decided it")
     def open_iff_undecided(cls, df: pd.DataFrame) -> pd.Series:
         return (df["state"] == "open") == df["decision"].isna()
+
+
+class GoldChecks(StrictModel):
+    """One row per game solver the gold check judged (``game.gold``; docs/dynamic.md "Solver
+    checks (gold items)"): every solver with gold answers and, with the switch on, every solver of
+    the game's answers. A solver not ``passed`` (switch on) has their game answers in
+    ``annotation_rejects`` with the status as the reason's first word."""
+
+    solver: Series[str] = pa.Field(unique=True, str_startswith="a_", description="keyed hash, never the raw id")
+    gold_answers: Series[int] = pa.Field(ge=0, description="valid answers to gold items")
+    gold_mean_jaccard: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        le=1,
+        description="mean Jaccard of the gold answers (a fraction), rounded to 2 places; null without any",
+        metadata=exact("rounded to 2 places (the release's rule)"),
+    )
+    gold_status: Series[str] = pa.Field(isin=GOLD_STATUSES)
+    reason: Series[str] = pa.Field(
+        nullable=True, description="why the answers do not count (null: passed, not_checked)"
+    )
+    excluded_answers: Series[int] = pa.Field(ge=0, description="game answers kept out of solves by the check")

@@ -5,6 +5,7 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, exact, list_field, rounded
+from schemas.annotations import GOLD_STATUSES
 
 STATUSES = [
     "selected",
@@ -158,7 +159,9 @@ class AnnotatorStats(StrictModel):
 
     role: Series[str] = pa.Field(isin=["spymaster", "solver"])
     annotator: Series[str] = pa.Field(str_startswith="a_", description="keyed hash, never the raw id")
-    count: Series[int] = pa.Field(ge=1, description="instances created (spymaster) or answers given (solver)")
+    count: Series[int] = pa.Field(
+        ge=0, description="instances created (spymaster) or answers that count (solver; 0: failed the gold check)"
+    )
     selected: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="spymaster: instances selected")
     mean_jaccard: Series[float] = pa.Field(
         nullable=True,
@@ -169,6 +172,19 @@ class AnnotatorStats(StrictModel):
     )
     mean_fool_the_ai: Series[float] = pa.Field(
         nullable=True, ge=0, le=100, description="spymaster only", metadata=rounded(PERCENT_DECIMALS)
+    )
+    gold_answers: Series[pd.Int64Dtype] = pa.Field(
+        nullable=True, ge=0, description="solver: answers to gold items (game.gold); null for spymasters"
+    )
+    gold_mean_jaccard: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        le=1,
+        description="solver: mean Jaccard on gold items, a fraction rounded to 2 places; null without gold answers",
+        metadata=exact("rounded to 2 places (the release's rule)"),
+    )
+    gold_status: Series[str] = pa.Field(
+        nullable=True, isin=GOLD_STATUSES, description="solver: the gold check (gold_checks); null when never judged"
     )
 
 

@@ -7,7 +7,7 @@ one shared code). Submissions go
 to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
 :mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.rounds`
 (collection rounds), :mod:`.flags` (players' flags and the admin's review; :mod:`.review` reads them
-back), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
+back), :mod:`.gold` (solver checks), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
 cache) through the catalog and imports no stage module.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
+from gavil.game.gold import gold_items, store_gold
 from gavil.game.rival import Rival, load_rival
 from gavil.game.rounds import check_rival, current_round
 from gavil.game.service import CandidateSet, Game, GameError
@@ -112,7 +113,37 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
     )
     if g.serve_af_variant:
         paths |= serve_af_variant(game, root)
+    if g.gold.enabled:
+        paths |= serve_gold(game, root)
     return game, paths
+
+
+class TooFewGoldItems(GavilError):
+    """``game.gold.enabled`` but fewer published instances are servable than a new solver must answer."""
+
+
+def serve_gold(game: Game, root: Path = Path(".")) -> dict[str, Path]:
+    """Store the published instances whose every candidate has an accepted image (``selection``
+    status selected, ``ocr``) as the active gold items (:func:`gavil.game.gold.store_gold`);
+    returns sha256 -> image file of their images.
+
+    Raises:
+        catalog.MissingInput: no ``selection`` table (run ``dvc repro select_instances``).
+        TooFewGoldItems: fewer than ``game.gold.items`` are servable.
+    """
+    images = accepted_images(catalog.read_table("ocr", root))
+    items = gold_items(catalog.read_table("selection", root), images)
+    active = store_gold(game.db, items, game.clock())
+    need = game.p.gold.items
+    if active < need:
+        game.close()
+        raise TooFewGoldItems(
+            f"game.gold.enabled: {active} published instance(s) have an accepted image for every candidate, "
+            f"a new solver must answer game.gold.items = {need}: lower game.gold.items, crawl images for the "
+            "published instances' candidates (dvc repro), or set game.gold.enabled: false"
+        )
+    print(f"game: serving {active} gold items; new solvers answer {need} first", file=sys.stderr)
+    return {images[c][0]: root / images[c][1] for it in items for c in it.candidates}
 
 
 def serve_af_variant(game: Game, root: Path = Path(".")) -> dict[str, Path]:

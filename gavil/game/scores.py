@@ -9,7 +9,11 @@ from statistics import fmean
 from typing import Any
 
 from gavil.domain.winogavil import solvable_by_humans
+from gavil.game.gold import uncounted
 from gavil.params.game import GameParams
+
+#: A player's gold answers with their answers (every round): the player's own scores show them alike.
+_GOLD_TOO = "UNION ALL SELECT jaccard FROM gold_answers WHERE solver_id = ?"
 
 
 def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
@@ -24,11 +28,14 @@ def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
 
 def creation_scores(db: sqlite3.Connection, min_solvers: int, p: GameParams) -> list[dict[str, Any]]:
     """Every creation (store order) with ``solvable`` (solvable-by-humans, a fraction; None below
-    ``min_solvers`` answers other than the spymaster's), ``bonus`` and its ``round``."""
+    ``min_solvers`` answers other than the spymaster's that count: :func:`gavil.game.gold.uncounted`),
+    ``bonus`` and its ``round``."""
     rows = db.execute(
         "SELECT c.instance_id, c.spymaster_id, c.rival_status, c.score_fool_the_ai, c.round,"
         " (SELECT json_group_array(s.jaccard) FROM solves s WHERE s.instance_id = c.instance_id"
-        "  AND s.solver_id != c.spymaster_id) AS js FROM creations c ORDER BY c.seq"
+        "  AND s.solver_id != c.spymaster_id AND s.solver_id NOT IN (SELECT value FROM json_each(?))) AS js"
+        " FROM creations c ORDER BY c.seq",
+        (uncounted(db, p.gold),),
     ).fetchall()
     out = []
     for r in rows:
@@ -60,7 +67,8 @@ def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams)
     """Player ``pid``'s own scores (percentages) and bonus."""
     name = db.execute("SELECT display_name FROM players WHERE player_id = ?", (pid,)).fetchone()[0]
     mine = [c for c in creation_scores(db, min_solvers, p) if c["spymaster_id"] == pid]
-    js = [r[0] for r in db.execute("SELECT jaccard FROM solves WHERE solver_id = ?", (pid,))]
+    # gold answers are answers like any other to the player (they cannot tell them apart)
+    js = [r[0] for r in db.execute(f"SELECT jaccard FROM solves WHERE solver_id = ? {_GOLD_TOO}", (pid, pid))]
     return {"name": name, **summary(mine, js), "bonus_unit": p.bonus_unit}
 
 
@@ -75,8 +83,8 @@ def leaderboard(
     solves = "SELECT s.jaccard FROM solves s JOIN creations c USING (instance_id) WHERE s.solver_id = ?"
     rows = []
     for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
-        args: tuple[object, ...] = (pid,) if round_id is None else (pid, round_id)
-        js = [r[0] for r in db.execute(solves + ("" if round_id is None else " AND c.round = ?"), args)]
+        args: tuple[object, ...] = (pid, pid) if round_id is None else (pid, round_id)
+        js = [r[0] for r in db.execute(solves + (f" {_GOLD_TOO}" if round_id is None else " AND c.round = ?"), args)]
         mine = [c for c in scores if c["spymaster_id"] == pid]
         if round_id is not None and not mine and not js:
             continue  # a round's leaderboard: the players who created or solved in it

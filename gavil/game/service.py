@@ -11,7 +11,8 @@ lease); an answer must name a live lease of its own player, and
 consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
 the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
 closest to done first, then the oldest; never one *held* by a player's flag (open, or retired by review:
-:mod:`gavil.game.flags`). A player holds at most one live lease (they get it again until they answer or
+:mod:`gavil.game.flags`). Gold items (``game.gold``, :mod:`gavil.game.gold`) come first for a new solver,
+and with them on, only answers of solvers who passed the gold check count. A player holds at most one live lease (they get it again until they answer or
 it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
 
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
@@ -43,7 +44,7 @@ from typing import Any
 from gavil.domain.names import display_name_keys
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.domain.winogavil import jaccard
-from gavil.game import admin
+from gavil.game import admin, gold
 from gavil.game.review import held
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
@@ -371,20 +372,26 @@ class Game:
     def solve_task(self, token: str, issue: bool = True) -> dict[str, Any] | None:
         """Lease the association this player should solve next (module docstring), or None. With
         ``issue`` false only the player's live lease is returned, if any: a read, nothing written.
+        A player still in the gold phase is served a gold item first (:mod:`gavil.game.gold`).
 
         Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
         (sha256 in candidate order), ``k`` and ``expires_in_s``."""
         pid = self.player(token)
         now = self.clock()
-        need = (
-            "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id) + (SELECT COUNT(*) FROM leases o"
-            " WHERE o.instance_id = c.instance_id AND o.expires_at > ? AND o.solver_id != ?) < ?"
+        if gold.in_gold_phase(self.db, pid, self.p.gold):
+            task = gold.gold_task(self.db, pid, now, self.p.lease_s, issue)
+            if task is not None:
+                return dict(task)
+        need = (  # answers that count (gold check: gavil.game.gold) plus other players' live leases
+            "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id NOT IN"
+            " (SELECT value FROM json_each(:out))) + (SELECT COUNT(*) FROM leases o"
+            " WHERE o.instance_id = c.instance_id AND o.expires_at > :now AND o.solver_id != :pid) < :min"
         )
         live = (
             "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
-            f" WHERE l.solver_id = ? AND l.expires_at > ? AND {need} ORDER BY l.issued_at LIMIT 1"
+            f" WHERE l.solver_id = :pid AND l.expires_at > :now AND {need} ORDER BY l.issued_at LIMIT 1"
         )
-        args = (pid, now, now, pid, self.min_solvers)
+        args = {"pid": pid, "now": now, "min": self.min_solvers, "out": gold.uncounted(self.db, self.p.gold)}
         lease = self.db.execute(live, args).fetchone()
         if lease is None and not issue:
             return None
@@ -394,11 +401,11 @@ class Game:
                 if lease is None:
                     db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
                     pick = db.execute(
-                        "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != ? AND NOT EXISTS"
-                        " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = ?)"
+                        "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != :pid AND NOT EXISTS"
+                        " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = :pid)"
                         f" AND NOT {held('c')} AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id)"
                         " DESC, c.seq LIMIT 1",
-                        (pid, pid, now, pid, self.min_solvers),
+                        args,
                     ).fetchone()
                     if pick is None:
                         return None
@@ -424,6 +431,8 @@ class Game:
         pid = self._submission(token)
         if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
             raise GameError(400, "name the solve task you were served (lease_id): get one from POST /api/solve/task")
+        if gold.is_gold_lease(self.db, lease_id):  # answered like any association; scored against the gold
+            return dict(gold.answer_gold(self.db, pid, lease_id, selection, self.clock()))
         lease = self._lease(lease_id, pid)
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:
@@ -437,7 +446,7 @@ class Game:
         try:
             with transaction(self.db) as db:
                 self._lease(lease_id, pid)  # again, under the write lock: a concurrent replay lost
-                n = db.execute("SELECT COUNT(*) FROM solves WHERE instance_id = ?", (c["instance_id"],)).fetchone()[0]
+                n = gold.counted_answers(db, c["instance_id"], self.p.gold)
                 if n >= self.min_solvers:
                     db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
                     raise GameError(
@@ -457,7 +466,8 @@ class Game:
         """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not."""
         lease = self.db.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
         if lease is None:
-            if self.db.execute("SELECT 1 FROM solves WHERE lease_id = ?", (lease_id,)).fetchone():
+            answered = "SELECT 1 FROM solves WHERE lease_id = ? UNION ALL SELECT 1 FROM gold_answers WHERE lease_id = ?"
+            if self.db.execute(answered, (lease_id, lease_id)).fetchone():
                 raise GameError(409, "this task was already answered: get the next one")
             raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
         if lease["solver_id"] != pid:

@@ -53,6 +53,8 @@ annotator key before anything leaves it):
   flags up to ``flags_through``; at most one ``retire`` per association (retire is final). The
   review rule: :mod:`gavil.domain.flags`.
 - ``settings(key, value)``: ``paused`` ("1"/"0").
+- ``gold_items``, ``gold_leases``, ``gold_answers`` (version 5): solver checks with gold items
+  (``game.gold``), described in :mod:`gavil.game.gold`.
 
 Times are Unix seconds (float).
 """
@@ -165,12 +167,32 @@ CREATE UNIQUE INDEX flag_reviews_one_retire ON flag_reviews(instance_id) WHERE d
 CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through);
 """
 
+# version 4 -> 5, solver checks (gavil.game.gold): published instances served as gold items (their
+# serving id looks like a creation's), their leases (apart from creations' leases, which reference
+# creations) and the answers to them; a lease id is unique across both lease tables' answers
+_GOLD_V5 = """
+CREATE TABLE gold_items(
+  gold_id TEXT PRIMARY KEY, instance_id TEXT NOT NULL UNIQUE, source_uid TEXT NOT NULL, creation_id TEXT,
+  cue TEXT NOT NULL, candidates TEXT NOT NULL, associations TEXT NOT NULL, images TEXT NOT NULL,
+  active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)), added_at REAL NOT NULL);
+CREATE TABLE gold_leases(
+  lease_id TEXT PRIMARY KEY, gold_id TEXT NOT NULL REFERENCES gold_items(gold_id),
+  solver_id TEXT NOT NULL REFERENCES players(player_id), issued_at REAL NOT NULL, expires_at REAL NOT NULL,
+  UNIQUE(gold_id, solver_id));
+CREATE TABLE gold_answers(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, gold_id TEXT NOT NULL REFERENCES gold_items(gold_id),
+  solver_id TEXT NOT NULL REFERENCES players(player_id), selection TEXT NOT NULL,
+  jaccard REAL NOT NULL CHECK (jaccard BETWEEN 0 AND 1), created_at REAL NOT NULL, lease_id TEXT NOT NULL UNIQUE,
+  UNIQUE(gold_id, solver_id));
+CREATE INDEX gold_answers_solver ON gold_answers(solver_id);
+"""
+
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _TABLES_V1,
     1: _MIGRATE_1_TO_2,
     2: rekey_names,
     3: _MIGRATE_3_TO_4,
-    4: _FLAGS_V5,
+    4: _FLAGS_V5 + _GOLD_V5,
 }
 """SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
 no tables; its step creates version 1's tables, then every later step applies)."""

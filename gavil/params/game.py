@@ -1,7 +1,8 @@
 """The ``game`` params section: the collection game (``gavil game``, docs/game.md).
 
-Only ``store_dir`` changes a stage's outputs (``import_annotations`` reads the store in it, and
-``dvc.yaml`` depends on the folder); every other key is a runtime knob of the game server.
+Only ``store_dir`` and ``gold`` change a stage's outputs (``import_annotations`` reads the store in
+``store_dir``, and ``dvc.yaml`` depends on the folder; ``gold`` decides whose answers count); every
+other key is a runtime knob of the game server.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from gavil.params.base import PosInt, Section, runtime_field
+from gavil.params.base import Fraction, PosInt, Section, runtime_field
 
 
 def _rate_limit(v: str) -> str:
@@ -37,12 +38,35 @@ class BonusTier(Section):
     amount: Annotated[float, Field(ge=0)]
 
 
+class GoldParams(Section):
+    """Solver checks with gold items (docs/dynamic.md "Solver checks (gold items)").
+
+    A gold item is a published instance (``selection`` status ``selected``) whose every candidate has
+    an accepted image. With ``enabled``, a new solver is served ``items`` gold items first, through
+    the same solve endpoints as any association; a solver whose mean Jaccard over their gold answers
+    is below ``min_jaccard`` (a fraction, like ``select.min_solver_jaccard``) is not counted: the
+    game's answers they give are kept in ``annotation_rejects`` with reason ``failed_gold_check``.
+
+    ``min_jaccard`` 0.5: the paper screened annotators with qualification tests (§2.2) but gives no
+    number. 0.5 sits above a random guess's expected Jaccard for most shapes (0.14 for N=10, K=2;
+    0.30 for N=5, K=2; 0.46 for N=5, K=3) and well below the 0.8 every published instance's
+    solvers reached, so a careful player passes and a clicker does not.
+    """
+
+    enabled: bool = False
+    items: PosInt = 3  # gold items a new solver answers before their answers count
+    min_jaccard: Fraction = 0.5  # fraction 0-1: lowest mean Jaccard over a solver's gold answers that passes
+
+
 class GameParams(Section):
     MODEL_REFS: ClassVar[dict[str, str | None]] = {"rival_model": "open_clip"}
 
     # the folder of the game's SQLite store (game.sqlite, with its WAL files): a DVC dependency of
     # import_annotations, so `dvc repro` folds new game data in
     store_dir: str = "data/game"
+    # solver checks: new solvers answer gold items (published instances) first; import_annotations
+    # excludes the game answers of a solver who failed them (docs/dynamic.md)
+    gold: GoldParams = GoldParams()
     host: str = runtime_field("127.0.0.1")
     port: Annotated[int, Field(ge=0, le=65535)] = runtime_field(8765)
     # who may join: "invitation" (default): each person joins with their own single-use code that

@@ -133,6 +133,12 @@ TABLES: tuple[Table, ...] = (
         "players' flags on game instances, each with the admin's review (keep, retire) or open",
     ),
     Table(
+        "gold_checks",
+        "data/annotations/gold_checks.parquet",
+        "schemas.annotations:GoldChecks",
+        "one row per game solver the gold check judged: gold answers, mean Jaccard, status",
+    ),
+    Table(
         "selection", "data/selection/selection.parquet", "schemas.selection:Selection", "selection fate per instance"
     ),
     Table(

@@ -131,14 +131,14 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "import_annotations",
-        writes=("instances", "solves", "annotation_rejects", "flags", "annotator_key_fingerprint"),
-        params=("annotations", "profanity", "game.store_dir"),
+        writes=("instances", "solves", "annotation_rejects", "flags", "gold_checks", "annotator_key_fingerprint"),
+        params=("annotations", "profanity", "game.store_dir", "game.gold"),
         # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
     StageSpec(
         "select_instances",
-        reads=("instances", "solves", "flags"),
+        reads=("instances", "solves", "flags", "gold_checks"),
         writes=(
             "selection",
             "id_ledger",

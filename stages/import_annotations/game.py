@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gavil.domain.privacy import hash_annotator
 from gavil.game.store import read_submissions
+from stages.import_annotations.gold import checked_solves
 from stages.import_annotations.raw import import_creation_records, import_solve_records
 from stages.import_annotations.records import ImportState, Records
 
@@ -71,10 +72,23 @@ def import_game_creations(path: Path, creations: list[dict], state: ImportState)
     return sum(r["rival_status"] == "untrained" for r in creations)
 
 
-def import_game_solves(path: Path, solves: list[dict], state: ImportState) -> None:
-    """Import the store's solves (after every creation, batches' included)."""
+def import_game_solves(
+    path: Path,
+    solves: list[dict],
+    state: ImportState,
+    verdict: dict[str, tuple[str, str | None]] | None = None,
+    excluded: dict[str, int] | None = None,
+) -> None:
+    """Import the store's solves (after every creation, batches' included); with a gold-check
+    ``verdict`` (:func:`stages.import_annotations.gold.judge`), the answers of solvers who have not
+    passed are rejected with its reason instead (counted per hashed solver in ``excluded``)."""
     name = f"{path.as_posix()}#solves"
-    state.read[name] = import_solve_records(name, _records(solves, SOLVE_FIELDS), state)
+    records = (
+        checked_solves(name, solves, SOLVE_FIELDS, verdict, state, excluded if excluded is not None else {})
+        if verdict
+        else _records(solves, SOLVE_FIELDS)
+    )
+    state.read[name] = import_solve_records(name, records, state)
 
 
 def flag_rows(path: Path, creations: list[dict], state: ImportState) -> tuple[list[dict], int]:

@@ -19,8 +19,10 @@ from gavil.domain.privacy import annotator_key, key_fingerprint
 from gavil.domain.profanity import ProfanityFilter
 from gavil.domain.vocabulary import name_key
 from gavil.errors import GavilError, MissingInput
+from gavil.game.gold import read_gold
 from gavil.game.store import store_file
 from gavil.io import atomic_path
+from gavil.params.game import GoldParams
 from gavil.pipeline import catalog
 from schemas.annotations import AnnotationRejects, Flags, Instances, Solves
 from stages.import_annotations.crowd import import_crowd
@@ -31,6 +33,7 @@ from stages.import_annotations.game import (
     read_game,
     store_metrics,
 )
+from stages.import_annotations.gold import gold_checks, judge, score_gold
 from stages.import_annotations.raw import import_creations, import_solves
 from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
@@ -51,6 +54,7 @@ class ImportResult:
     rejects: pd.DataFrame
     metrics: dict[str, Any]
     flags: pd.DataFrame  # schemas.annotations.Flags: the game's flags with their reviews
+    gold_checks: pd.DataFrame  # schemas.annotations.GoldChecks
 
 
 def import_all(
@@ -62,6 +66,7 @@ def import_all(
     flag_cue: Callable[[str], str | None] | None = None,
     identity_columns: Iterable[str] = (),
     game_store: Path | None = None,
+    gold: GoldParams | None = None,
 ) -> ImportResult:
     """Import released files, then raw batches in name order (pure apart from reading inputs).
 
@@ -77,6 +82,8 @@ def import_all(
             hashed wherever they appear (rejects included), besides :data:`BASE_ID_COLUMNS`.
         game_store: the collection game's SQLite store (``game.sqlite``; a missing file is no
             data): its creations after every batch's, its solves after every batch's.
+        gold: ``game.gold`` params (None: the defaults, switch off): the gold check of the game's
+            solvers (:mod:`stages.import_annotations.gold`).
 
     Raises:
         MissingInput: a listed release file does not exist.
@@ -119,8 +126,13 @@ def import_all(
         cs = batch / crowd_files.get("solves_file", "") if crowd_files else None
         if cs and cs.is_file() and state.first_time(cs):
             import_crowd(cs, "solve", crowd_files, state)
+    gold = gold or GoldParams()
+    gold_items, gold_answers = read_gold(game_store) if game_store else ([], [])
+    gold_js = score_gold(game_store, gold_items, gold_answers, state) if game_store and gold_answers else {}
+    verdict = judge(gold_js, game_solves, gold, key)
+    excluded: dict[str, int] = {}
     if game_store and game_solves:
-        import_game_solves(game_store, game_solves, state)
+        import_game_solves(game_store, game_solves, state, verdict if gold.enabled else None, excluded)
     inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
     for col in ("release_id", "score_fool_the_ai", "annotation_index"):
         inst[col] = inst[col].astype("Int64")
@@ -170,7 +182,15 @@ def import_all(
         },
         "game_store": store_metrics(game_store, game_creations, game_solves),
     }
-    return ImportResult(inst, sol, rej, metrics, flags)
+    checks = gold_checks(gold_js, verdict, excluded)
+    if gold.enabled or len(checks):  # the switch off and no gold answer: the metrics as before gold items
+        metrics["gold"] = {
+            "enabled": gold.enabled,
+            "gold_answers": len(gold_answers),
+            "solvers_by_status": {str(k): int(v) for k, v in checks["gold_status"].value_counts().sort_index().items()},
+            "answers_excluded": sum(excluded.values()),
+        }
+    return ImportResult(inst, sol, rej, metrics, flags, checks)
 
 
 class AnnotatorKeyChanged(GavilError):
@@ -227,6 +247,7 @@ def run(params: Params) -> dict[str, Any]:
         ProfanityFilter(prof.extra_words, prof.allow_words).reason,
         p.identity_columns,
         store_file(params.game.store_dir),
+        params.game.gold,
     )
     if res.metrics["ignored_files"]:
         shown = ", ".join(res.metrics["ignored_files"][:5])
@@ -249,6 +270,7 @@ def run(params: Params) -> dict[str, Any]:
     catalog.write_table(res.solves, "solves")
     catalog.write_table(res.rejects, "annotation_rejects")
     catalog.write_table(res.flags, "flags")
+    catalog.write_table(res.gold_checks, "gold_checks")
     # a recorded fingerprint is never forgotten: an import that hashes no id (a fresh clone without
     # the git-ignored batches, an empty raw_dir) keeps it, so a later key change is still caught
     recorded = fingerprint if hashes_ids else (p.annotator_key_fingerprint or previous)

@@ -297,10 +297,18 @@ def rounds_of(selection: pd.DataFrame, instances: pd.DataFrame) -> pd.Series:
     return pd.Series(pd.array(out, dtype="Int64"), index=selection.index)
 
 
-def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFrame:
-    """Per spymaster and per solver (hashed ids): counts, mean Jaccard, mean fool-the-AI.
+def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame, gold: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per spymaster and per solver (hashed ids): counts, mean Jaccard, mean fool-the-AI, and each
+    solver's gold check.
 
-    Returns :class:`schemas.selection.AnnotatorStats` rows, spymasters first, by annotator.
+    Args:
+        gold: :class:`schemas.annotations.GoldChecks` (None or empty: no solver was judged). A
+            solver it holds gets ``gold_answers``, ``gold_mean_jaccard`` and ``gold_status``, and a
+            row even when none of their answers counts (``count`` 0: a solver who failed the check).
+
+    Returns :class:`schemas.selection.AnnotatorStats` rows, spymasters first, by annotator;
+    ``count`` and ``mean_jaccard`` of a solver are over the answers in ``solves`` (those that count);
+    solvers the gold check never judged have ``gold_answers`` 0 and null gold mean and status.
     """
     rows = []
     spy = selection[selection["spymaster"].notna()]
@@ -320,22 +328,30 @@ def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame) -> pd.DataFra
     live = selection[selection["status"] != "rejected"]
     assoc = dict(zip(live["instance_uid"], live["associations"]))
     solves = solves[solves["instance_uid"].isin(set(assoc))]  # an answer to content the ledger rejected: no row
-    if len(solves):
-        js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
-        sv = solves.assign(j=js)
-        for who, g in sv.groupby("solver", sort=True):
-            rows.append(
-                {
-                    "role": "solver",
-                    "annotator": who,
-                    "count": len(g),
-                    "selected": None,
-                    "mean_jaccard": float(g["j"].mean()),
-                    "mean_fool_the_ai": None,
-                }
-            )
+    js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
+    by_solver: dict[str, list[float]] = {}
+    for who, j in zip(solves["solver"], js):
+        by_solver.setdefault(str(who), []).append(j)
+    judged = {} if gold is None else {s: r for s, r in zip(gold["solver"], gold.to_dict("records"))}
+    for who in sorted(set(by_solver) | set(judged)):
+        mine, check = by_solver.get(who, []), judged.get(who)
+        rows.append(
+            {
+                "role": "solver",
+                "annotator": who,
+                "count": len(mine),
+                "selected": None,
+                "mean_jaccard": float(pd.Series(mine, dtype=float).mean()) if mine else None,
+                "mean_fool_the_ai": None,
+                "gold_answers": check["gold_answers"] if check else 0,
+                "gold_mean_jaccard": check["gold_mean_jaccard"] if check else None,
+                "gold_status": check["gold_status"] if check else None,
+            }
+        )
     df = pd.DataFrame(rows, columns=list(AnnotatorStats.to_schema().columns))
-    df["selected"] = df["selected"].astype("Int64")
+    for col in ("selected", "gold_answers"):
+        df[col] = df[col].astype("Int64")
+    df["gold_mean_jaccard"] = df["gold_mean_jaccard"].astype(float)
     return df
 
 
@@ -425,7 +441,7 @@ def run(params: Params) -> Metrics:
     catalog.write_table(sel, "selection")
     new_ledger = catalog.write_table(update_ledger(sel, ledger), "id_ledger")
     write_csv(published_ids(new_ledger), published_path)
-    catalog.write_table(annotator_stats(sel, solves), "annotator_stats")
+    catalog.write_table(annotator_stats(sel, solves, catalog.read_table("gold_checks")), "annotator_stats")
     t1 = catalog.write_table(table1(sel, thr), "table1")
     with atomic_path(catalog.path("table1_md", "write"), ".md") as tmp:
         tmp.write_text(table1_markdown(t1))
