@@ -231,6 +231,7 @@ def test_the_stage_applies_select_retired_and_writes_nothing_on_a_bad_entry(in_t
     catalog.write_table(res.instances, "instances")
     catalog.write_table(res.solves, "solves")
     catalog.write_table(res.flags, "flags")
+    catalog.write_table(res.gold_checks, "gold_checks")
     from stages import select_instances
 
     select_instances.run(parse_params({}))
