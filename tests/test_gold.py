@@ -377,3 +377,33 @@ def test_a_version_4_store_migrates_and_keeps_its_rows(tmp_path):
     assert read_submissions(path) == before
     res = import_all(None, [], None, KEY, game_store=path, gold=GoldParams(enabled=True))
     assert res.rejects["reason"].str.startswith("gold_pending: 0 of 3").tolist() == [True]  # switch on: no gold yet
+
+
+def test_a_gold_item_is_flagged_like_any_association_and_the_flag_is_kept(project, games):
+    """A flag's answers never tell gold from a regular association: a served gold item is flagged
+    with the same reply, a second flag gets the same 409, an unserved gold id the same 404; the
+    flag is in ``gold_flags`` and in the admin's queue."""
+    s = Server(project, games, params(items=2))
+    s.create(s.player("Ann"), "orbit")
+    h = s.player("Flo")
+    gold = s.task(h)
+    assert gold is not None and gold["instance_id"] in s.gold_ids()
+    body = {"instance_id": gold["instance_id"], "category": "wrong", "reason": "not these"}
+    first = s.client.post("/api/flag", headers=h, json=body)
+    assert first.status_code == 200 and list(first.json()) == ["instance_id", "category", "reason", "flagged"]
+    again = s.client.post("/api/flag", headers=h, json=body)
+    assert again.status_code == 409 and "already flagged" in again.json()["error"]
+    nxt = s.task(h)  # the flagged gold item's lease is released: another task is served
+    assert nxt is not None and nxt["instance_id"] != gold["instance_id"]
+    other = next(i for i in s.gold_ids() if i not in (gold["instance_id"], nxt["instance_id"]))
+    unserved = s.client.post("/api/flag", headers=h, json={**body, "instance_id": other})
+    unknown = s.client.post("/api/flag", headers=h, json={**body, "instance_id": "g_" + "0" * 16})
+    assert unserved.status_code == unknown.status_code == 404 and unserved.json() == unknown.json()
+    con = connect(s.store, create=False)
+    try:
+        rows = con.execute("SELECT g.instance_id, f.category FROM gold_flags f JOIN gold_items g USING (gold_id)")
+        assert [tuple(r) for r in rows] == [(gold["instance_id"], "wrong")]
+    finally:
+        con.close()
+    queue = s.client.get("/api/admin/flags", headers={"X-Admin-Token": "admin-secret"}).json()
+    assert [(g["cue"], g["category"]) for g in queue["gold_flags"]] == [(gold["cue"], "wrong")]

@@ -7,9 +7,13 @@
   creation, gets the same 404, so no id's existence shows. One flag per player and association.
   The flagger's lease on it is released in the same transaction, so the next solve task is
   another association; from then on the game serves it to no new solver while it is held
-  (:func:`gavil.game.review.held`).
+  (:func:`gavil.game.review.held`). A gold item (``game.gold``) is flagged like any association,
+  with the same answers, so a flag never tells a player which items are gold: the flag is kept in
+  ``gold_flags`` and the flagger's gold lease released; a gold item published from a game creation
+  also flags that creation (so the creation is held and reviewed like any flagged one).
 - :func:`queue` (``GET /api/admin/flags``): associations with an open flag, oldest flag first,
-  with cue, candidates, associations and their open flags (player ids hashed), counts per category.
+  with cue, candidates, associations and their open flags (player ids hashed), counts per category;
+  and the flags on gold items (``gold_flags``).
 - :func:`review` (``POST /api/admin/flags/review``): ``keep`` or ``retire`` an association with
   an open flag; the review covers every flag stored until then. ``retire`` is final.
 
@@ -67,11 +71,24 @@ class QueueItem(TypedDict):
     kept_before: int  # flags an earlier keep covered
 
 
+class GoldFlag(TypedDict):
+    """A player's flag on a gold item, in ``GET /api/admin/flags``."""
+
+    gold_id: str  # the selection's stable id of the published instance
+    source_uid: str  # the selection's instance_uid (release:... or raw:<creation>)
+    cue: str
+    category: str
+    reason: str
+    player: str  # keyed hash
+    created_at: float
+
+
 class Queue(TypedDict):
     """What ``GET /api/admin/flags`` answers."""
 
     instances: list[QueueItem]
     counts: dict[str, int]  # open flags per category, over the queue
+    gold_flags: list[GoldFlag]  # flags on gold items, oldest first (a creation's also in instances)
 
 
 class Reviewed(TypedDict):
@@ -92,6 +109,29 @@ def _instance_id(value: object) -> str:
 def _retired(db: sqlite3.Connection, iid: str) -> bool:
     q = "SELECT 1 FROM flag_reviews WHERE instance_id = ? AND decision = 'retire'"
     return db.execute(q, (iid,)).fetchone() is not None
+
+
+def _flag_gold(db: sqlite3.Connection, iid: str, pid: str, category: str, text: str, now: float) -> bool:
+    """Flag gold item ``iid`` if player ``pid`` was served it (a gold lease, answer or flag); False
+    when ``iid`` is no gold item of theirs. Raises sqlite3.IntegrityError on a second flag."""
+    g = db.execute(
+        "SELECT gold_id, creation_id FROM gold_items g WHERE instance_id = ?1 AND ("
+        " EXISTS (SELECT 1 FROM gold_leases l WHERE l.gold_id = g.gold_id AND l.solver_id = ?2)"
+        " OR EXISTS (SELECT 1 FROM gold_answers a WHERE a.gold_id = g.gold_id AND a.solver_id = ?2)"
+        " OR EXISTS (SELECT 1 FROM gold_flags f WHERE f.gold_id = g.gold_id AND f.player_id = ?2))",
+        (iid, pid),
+    ).fetchone()
+    if g is None:
+        return False
+    db.execute("INSERT INTO gold_flags VALUES (?, ?, ?, ?, ?)", (g["gold_id"], pid, category, text, now))
+    db.execute("DELETE FROM gold_leases WHERE gold_id = ? AND solver_id = ?", (g["gold_id"], pid))
+    if g["creation_id"] is not None and not _retired(db, g["creation_id"]):
+        db.execute(  # the published creation it came from: held and reviewed like any flagged one
+            "INSERT OR IGNORE INTO flags (instance_id, player_id, category, reason, created_at)"
+            " SELECT instance_id, ?, ?, ?, ? FROM creations WHERE instance_id = ?",
+            (pid, category, text, now, g["creation_id"]),
+        )
+    return True
 
 
 def flag(game: Game, token: str, instance_id: object, category: object, reason: object) -> Flagged:
@@ -116,6 +156,8 @@ def flag(game: Game, token: str, instance_id: object, category: object, reason: 
         raise GameError(400, str(e)) from None
     try:
         with transaction(game.db) as db:
+            if _flag_gold(db, iid, pid, category, text, game.clock()):
+                return {"instance_id": iid, "category": category, "reason": text, "flagged": True}
             served = db.execute(
                 "SELECT EXISTS (SELECT 1 FROM leases WHERE instance_id = ?1 AND solver_id = ?2)"
                 " OR EXISTS (SELECT 1 FROM solves WHERE instance_id = ?1 AND solver_id = ?2)"
@@ -174,11 +216,26 @@ def queue(game: Game) -> Queue:
                     "kept_before": sum(r["state"] == "kept" for r in rows),
                 }
             )
+        gold: list[GoldFlag] = [
+            {
+                "gold_id": r["gold_id"],
+                "source_uid": r["source_uid"],
+                "cue": r["cue"],
+                "category": r["category"],
+                "reason": r["reason"],
+                "player": hash_annotator(r["player_id"], game.key),
+                "created_at": r["created_at"],
+            }
+            for r in db.execute(
+                "SELECT f.*, g.source_uid, g.cue FROM gold_flags f JOIN gold_items g USING (gold_id)"
+                " ORDER BY f.created_at, f.gold_id"
+            )
+        ]
     finally:
         db.execute("COMMIT")
     items.sort(key=lambda i: i["open_flags"][0]["flag_id"])
     totals = {k: sum(i["counts"][k] for i in items) for k in FLAG_CATEGORIES}
-    return {"instances": items, "counts": totals}
+    return {"instances": items, "counts": totals, "gold_flags": gold}
 
 
 def review(game: Game, instance_id: object, decision: object, note: object, reviewer: object) -> Reviewed:

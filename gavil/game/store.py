@@ -53,8 +53,9 @@ annotator key before anything leaves it):
   flags up to ``flags_through``; at most one ``retire`` per association (retire is final). The
   review rule: :mod:`gavil.domain.flags`.
 - ``settings(key, value)``: ``paused`` ("1"/"0").
-- ``gold_items``, ``gold_leases``, ``gold_answers`` (version 5): solver checks with gold items
-  (``game.gold``), described in :mod:`gavil.game.gold`.
+- ``gold_items``, ``gold_leases``, ``gold_answers``, ``gold_flags`` (version 5): solver checks with
+  gold items (``game.gold``), described in :mod:`gavil.game.gold`; ``gold_flags`` holds players'
+  flags on the gold items they were served (:mod:`gavil.game.flags`).
 
 Times are Unix seconds (float).
 """
@@ -185,6 +186,10 @@ CREATE TABLE gold_answers(
   jaccard REAL NOT NULL CHECK (jaccard BETWEEN 0 AND 1), created_at REAL NOT NULL, lease_id TEXT NOT NULL UNIQUE,
   UNIQUE(gold_id, solver_id));
 CREATE INDEX gold_answers_solver ON gold_answers(solver_id);
+CREATE TABLE gold_flags(
+  gold_id TEXT NOT NULL REFERENCES gold_items(gold_id), player_id TEXT NOT NULL REFERENCES players(player_id),
+  category TEXT NOT NULL CHECK (category IN ('offensive', 'wrong', 'unsolvable', 'other')),
+  reason TEXT NOT NULL CHECK (length(reason) <= 200), created_at REAL NOT NULL, PRIMARY KEY (gold_id, player_id));
 """
 
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
