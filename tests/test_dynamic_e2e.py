@@ -214,14 +214,18 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
         queue = httpx.get(f"{base}/api/admin/flags", headers=ADMIN).json()["instances"]
         assert [(q["cue"], q["round"]) for q in queue] == [(flagged, 1)]
     gavil(d, "round", "close")
+    status = ok([sys.executable, "-m", "dvc", "status", "import_annotations"], d)
+    assert "data/game" in status  # new game data re-runs the import
     made = creations(d)
     assert [(r["cue"], r["round"], r["rival_model"], r["rival_architecture"], r["rival_weights"]) for r in made] == [
         ("space", 1, "rival-a", "RN50", "untrained"),
         ("night", 1, "rival-a", "RN50", "untrained"),
     ]  # the stored rival is the one that scored it
     assert all(r["rival_status"] == "untrained" and r["score_fool_the_ai"] is not None for r in made)
-    ok([sys.executable, "-m", "dvc", "repro"], d)
+    rebuilt = ok([sys.executable, "-m", "dvc", "repro"], d)
+    assert "Running stage 'import_annotations'" in rebuilt and "Running stage 'ocr_filter'" not in rebuilt
     assert json.loads((d / "data/metrics/export.json").read_text())["version"] == "1.1.0"
+    first_id = int(catalog.read_table("benchmark", d)["ID"].iloc[0])
     sel = catalog.read_table("selection", d).set_index("cue")
     assert sel.loc[flagged, "status"] == "withheld" and sel.loc[flagged, "reason"].startswith("flagged_unreviewed")
     assert catalog.read_table("benchmark", d)["cue"].tolist() == [other]  # flagged: not exported before review
@@ -263,6 +267,7 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
     release(d, "v1.2.0")
     bench = catalog.read_table("benchmark", d)
     assert sorted(zip(bench["round"], bench["cue"])) == [(1, "night"), (1, "space"), (2, "launch"), (2, "orbit")]
+    assert int(bench.loc[bench["cue"] == other, "ID"].iloc[0]) == first_id  # a published ID is permanent
     ev = catalog.read_table("evaluation", d)
     per_round = ev[(ev["dataset"] == "game") & (ev["breakdown"] == "all")]
     assert {(m, r) for m, r in zip(per_round["model_name"], per_round["round"])} >= {
