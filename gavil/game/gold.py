@@ -7,7 +7,7 @@ answers is served gold items first, through the same endpoints and with the same
 any association (``POST /api/solve/task``, ``POST /api/solve``): the served ``instance_id`` looks
 like a creation's (``g_`` + 16 hex) and the associations are only revealed in the answer's reply,
 as for every association. Which one: at random among the active gold items the player has not
-answered, did not create and did not answer as an association of the game.
+answered or flagged, did not create and did not answer as an association of the game.
 
 Store tables (schema version 5, :mod:`gavil.game.store`):
 
@@ -44,8 +44,7 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from gavil.domain.winogavil import jaccard
-from gavil.game.rules import GameError, positions
+from gavil.game.rules import GameError, score_answer
 from gavil.game.store import GameStoreError, check_store_path, transaction
 from gavil.params.game import GoldParams
 from schemas.annotations import GOLD_STATUSES
@@ -203,6 +202,7 @@ _LIVE = (
 _FREE = (
     "SELECT g.gold_id FROM gold_items g WHERE g.active = 1"
     " AND NOT EXISTS (SELECT 1 FROM gold_answers a WHERE a.gold_id = g.gold_id AND a.solver_id = :pid)"
+    " AND NOT EXISTS (SELECT 1 FROM gold_flags f WHERE f.gold_id = g.gold_id AND f.player_id = :pid)"
     " AND NOT EXISTS (SELECT 1 FROM creations c WHERE c.instance_id = g.creation_id AND (c.spymaster_id = :pid"
     " OR EXISTS (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = :pid)))"
     " ORDER BY g.gold_id"
@@ -255,12 +255,8 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
         return lease
 
     g = db.execute("SELECT * FROM gold_items WHERE gold_id = ?", (live()["gold_id"],)).fetchone()
-    cands, assoc = json.loads(g["candidates"]), json.loads(g["associations"])
-    picks = positions(selection, len(cands))
-    if len(picks) != len(assoc):
-        raise GameError(400, f"select exactly {len(assoc)} images")
-    chosen = [cands[i] for i in picks]
-    j = jaccard(chosen, assoc)
+    answer = score_answer(g["candidates"], g["associations"], selection)
+    chosen, j = answer.chosen, answer.jaccard
     try:
         with transaction(db):
             live()  # again, under the write lock: a concurrent replay lost
@@ -272,7 +268,7 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
             db.execute("DELETE FROM gold_leases WHERE lease_id = ?", (lease_id,))
     except sqlite3.IntegrityError:
         raise GameError(409, "you already solved this association") from None
-    return {"jaccard": j, "selection": picks, "associations": [cands.index(a) for a in assoc]}
+    return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
 
 
 def _cell(path: Path, table: str, key: object, column: str, value: object) -> Any:

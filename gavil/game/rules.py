@@ -3,9 +3,12 @@ display names and image selections (:mod:`gavil.game.service` applies them)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gavil.domain.names import NameError_, clean_display_name
+from gavil.domain.winogavil import jaccard
 
 MAX_NAME = 32
 
@@ -45,3 +48,26 @@ def positions(selection: object, n: int) -> list[int]:
     if len(set(selection)) != len(selection) or not all(0 <= i < n for i in selection):
         raise GameError(400, "select distinct images of this set")
     return list(selection)
+
+
+class Answer(NamedTuple):
+    """A solver's answer, scored: ``chosen`` candidate names, their ``jaccard`` index with the
+    associations (a fraction; paper §2.2), the ``selection`` (positions) and the associations'
+    positions (``associations``), as the reply to the answer shows them."""
+
+    chosen: list[str]
+    jaccard: float
+    selection: list[int]
+    associations: list[int]
+
+
+def score_answer(candidates: str, associations: str, selection: object) -> Answer:
+    """A solver's answer to an association (its stored JSON ``candidates`` and ``associations``),
+    scored. Raises GameError 400 unless ``selection`` picks exactly as many distinct images as
+    there are associations."""
+    cands, assoc = json.loads(candidates), json.loads(associations)
+    picks = positions(selection, len(cands))
+    if len(picks) != len(assoc):
+        raise GameError(400, f"select exactly {len(assoc)} images")
+    chosen = [cands[i] for i in picks]
+    return Answer(chosen, jaccard(chosen, assoc), picks, [cands.index(a) for a in assoc])

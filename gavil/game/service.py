@@ -43,7 +43,6 @@ from typing import Any
 
 from gavil.domain.names import display_name_keys
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
-from gavil.domain.winogavil import jaccard
 from gavil.game import admin, gold
 from gavil.game.review import held
 from gavil.game.rival import Rival, RivalWorker
@@ -51,7 +50,7 @@ from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, 
 from gavil.game.rules import CandidateSet as CandidateSet
 from gavil.game.rules import GameError as GameError
 from gavil.game.rules import clean_name as clean_name
-from gavil.game.rules import positions
+from gavil.game.rules import positions, score_answer
 from gavil.game.scores import dashboard, leaderboard
 from gavil.game.store import checkpoint, connect, transaction
 from gavil.game.variant import VariantInstance, store_variant
@@ -437,12 +436,8 @@ class Game:
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:
             raise GameError(403, "you created this association: other players solve it")
-        cands, assoc = json.loads(c["candidates"]), json.loads(c["associations"])
-        picks = positions(selection, len(cands))
-        if len(picks) != len(assoc):
-            raise GameError(400, f"select exactly {len(assoc)} images")
-        chosen = [cands[i] for i in picks]
-        j = jaccard(chosen, assoc)
+        answer = score_answer(c["candidates"], c["associations"], selection)
+        chosen, j = answer.chosen, answer.jaccard
         try:
             with transaction(self.db) as db:
                 self._lease(lease_id, pid)  # again, under the write lock: a concurrent replay lost
@@ -460,7 +455,7 @@ class Game:
                 db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
         except sqlite3.IntegrityError:
             raise GameError(409, "you already solved this association") from None
-        return {"jaccard": j, "selection": picks, "associations": [cands.index(a) for a in assoc]}
+        return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
 
     def _lease(self, lease_id: str, pid: str) -> sqlite3.Row:
         """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not."""
