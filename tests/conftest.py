@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,27 @@ def http_server() -> Iterator[tuple[str, dict]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium (Playwright) for the game's browser tests; without one the test fails,
+    saying what to install (:func:`tests.helpers.require_chromium`)."""
+    from playwright import sync_api
+
+    from tests.helpers import require_chromium
+
+    chromium = require_chromium()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def games() -> Iterator[list[Any]]:
+    """Games a test builds (:class:`gavil.game.service.Game`), closed when it ends."""
+    made: list[Any] = []
+    yield made
+    for g in made:
+        g.close()

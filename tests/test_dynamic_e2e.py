@@ -31,7 +31,8 @@ from gavil.game.web import create_app
 from gavil.params import load_params
 from gavil.pipeline import catalog
 from gavil.pipeline.dvc import write_dvc_yaml
-from tests.helpers import ROOT, mini_project, no_downloads, require_chromium
+from tests.helpers import ROOT, mini_project, no_downloads
+from tests.test_game_browser import join, pick
 
 IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "stone", "clock"]
 #: Each cue a spymaster gives and the candidate positions of its associations (the solvers' answers).
@@ -85,22 +86,6 @@ def serve(d: Path) -> Iterator[str]:
         srv.should_exit = True
         t.join(10)
         game.close()
-
-
-def join(browser: sync_api.Browser, base: str, name: str) -> sync_api.Page:
-    page = browser.new_context(viewport={"width": 1000, "height": 900}).new_page()
-    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
-    page.goto(base)
-    page.fill("#code", "letmein")
-    page.fill("#name", name)
-    page.click("#join-btn")
-    sync_api.expect(page.locator("#whoami")).to_have_text(f"Playing as {name}")
-    return page
-
-
-def pick(page: sync_api.Page, grid: str, positions: list[int]) -> None:
-    for i in positions:
-        page.click(f"{grid} .tile[data-pos='{i}']")
 
 
 def create(page: sync_api.Page, cues: dict[str, list[int]]) -> None:
@@ -165,15 +150,6 @@ def creations(d: Path) -> list[sqlite3.Row]:
         ).fetchall()
     finally:
         con.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[sync_api.Browser]:
-    chromium = require_chromium()  # without one: fails, saying what to install
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +39,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
     return game_project(tmp_path)  # round 1 open
-
-
-@pytest.fixture
-def games() -> Iterator[list[Game]]:
-    made: list[Game] = []
-    yield made
-    for g in made:
-        g.close()
 
 
 class Play(Server):

@@ -18,7 +18,7 @@ from gavil.game import build_game
 from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.params import Params
-from tests.helpers import game_project, require_chromium
+from tests.helpers import game_project
 
 HOSTILE_CUE = "<img/src=x/onerror=window.pwned=1>"
 HOSTILE_NAME = "<b>Bold</b>"
@@ -45,15 +45,6 @@ def server(tmp_path, monkeypatch) -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     srv.should_exit = True
     t.join(10)
-
-
-@pytest.fixture
-def browser():
-    chromium = require_chromium()  # without one: fails, saying what to install
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def join(browser, base: str, name: str):

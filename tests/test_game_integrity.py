@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -59,14 +59,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
     return game_project(tmp_path)
-
-
-@pytest.fixture
-def games() -> Iterator[list[Game]]:
-    made: list[Game] = []
-    yield made
-    for g in made:
-        g.close()
 
 
 class Server:

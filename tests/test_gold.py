@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +94,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = game_project(tmp_path)
     published(root)
     return root
-
-
-@pytest.fixture
-def games() -> Iterator[list[Game]]:
-    made: list[Game] = []
-    yield made
-    for g in made:
-        g.close()
 
 
 class Server:

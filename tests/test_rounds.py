@@ -4,7 +4,7 @@ and the game serving the open round (docs/dynamic.md)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,14 +46,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", "letmein")
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", "admin-secret")
     return game_project(tmp_path, open_round=False)
-
-
-@pytest.fixture
-def games() -> Iterator[list[Game]]:
-    made: list[Game] = []
-    yield made
-    for g in made:
-        g.close()
 
 
 class Server:
