@@ -6,10 +6,12 @@ from a module of their own and never from ``conftest``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -252,3 +254,28 @@ MTURK_COLUMNS = {
     "instance_id": "Input.instance_id",
     "selection": "Answer.selection",
 }
+
+
+@contextlib.contextmanager
+def serve_app(app: object) -> Iterator[str]:
+    """An ASGI ``app`` served by uvicorn on a free 127.0.0.1 port in a thread; yields its base URL
+    and stops the server on exit."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    while not srv.started:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        t.join(10)

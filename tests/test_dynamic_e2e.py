@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +19,6 @@ from pathlib import Path
 import datasets
 import httpx
 import pytest
-import uvicorn
 import yaml
 from playwright import sync_api
 
@@ -31,7 +27,7 @@ from gavil.game.web import create_app
 from gavil.params import load_params
 from gavil.pipeline import catalog
 from gavil.pipeline.dvc import write_dvc_yaml
-from tests.helpers import ROOT, mini_project, no_downloads
+from tests.helpers import ROOT, mini_project, no_downloads, serve_app
 from tests.test_game_browser import join, pick
 
 IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse", "grass", "stone", "clock"]
@@ -71,20 +67,11 @@ def serve(d: Path) -> Iterator[str]:
     """`gavil game` over the project ``d``, on a free 127.0.0.1 port, in this process (so the test
     reads the same store); stopped and its store closed on exit (a restart is a new ``serve``)."""
     game, images = build_game(load_params(d / "params.yaml"), d)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(game, images), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    while not srv.started:
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}"
-        assert game.wait_for_rival(120), "the rival did not answer"
+        with serve_app(create_app(game, images)) as base:
+            yield base
+            assert game.wait_for_rival(120), "the rival did not answer"
     finally:
-        srv.should_exit = True
-        t.join(10)
         game.close()
 
 

@@ -5,20 +5,16 @@ a solver's flag from the solve page stored."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from playwright import sync_api  # a test dependency ([test] extra): these tests run, never skip
 
 from gavil.game import build_game
 from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.params import Params
-from tests.helpers import game_project
+from tests.helpers import game_project, serve_app
 
 HOSTILE_CUE = "<img/src=x/onerror=window.pwned=1>"
 HOSTILE_NAME = "<b>Bold</b>"
@@ -34,17 +30,8 @@ def server(tmp_path, monkeypatch) -> Iterator[str]:
         root,
         Rival("no_weights", "No rival model: the RN50 weights are not available."),
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(create_app(game, images), host="127.0.0.1", port=port, log_level="warning"))
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    while not srv.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    t.join(10)
+    with serve_app(create_app(game, images)) as base:
+        yield base
 
 
 def join(browser, base: str, name: str):
