@@ -132,7 +132,9 @@ def project(small_release, tmp_path_factory) -> Path:
     inst, solves, _ = built(small_release)
     catalog.write_table(inst, "instances", root)
     catalog.write_table(solves, "solves", root)
-    catalog.write_table(import_all(None, [], None, KEY).flags, "flags", root)  # no game: no flag
+    empty = import_all(None, [], None, KEY)  # no game: no flag, no gold check
+    catalog.write_table(empty.flags, "flags", root)
+    catalog.write_table(empty.gold_checks, "gold_checks", root)
     r = stage(root)
     assert r.returncode == 0, r.stderr
     assert len(read_published(root / PUBLISHED) or []) == 60
