@@ -5,6 +5,7 @@ of ``solves`` with the reason, ``annotator_stats`` shows gold accuracy, and old 
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -286,6 +287,15 @@ def test_annotator_stats_show_gold_accuracy_and_gavil_query_reads_them(project, 
     out = CliRunner().invoke(app, ["query", sql, "--format", "csv"])
     assert out.exit_code == 0, out.output
     assert out.output.splitlines()[1:] == ["failed_gold_check,2,0.0", "passed,2,1.0"]
+    catalog.write_table(res.rejects, "annotation_rejects", project)
+    from tests.test_readme import DOCS, _queries
+
+    page = DOCS["docs/dynamic.md"]
+    queries = _queries(page[page.index("## Solver checks (gold items)") :])
+    assert len(queries) == 2
+    for command in queries:  # the page's queries, verbatim, give rows once a solver failed gold
+        got = CliRunner().invoke(app, [*shlex.split(command)[1:], "--format", "json"])
+        assert got.exit_code == 0 and got.output.strip() not in ("", "[]"), (command, got.output)
 
 
 def test_build_game_refuses_too_few_gold_items(project, games):

@@ -258,6 +258,9 @@ def test_query_sees_every_stage_table(sample_build):
             "aflite",
             "aflite_phases",
             "aflite_embeddings",
+            "flags",
+            "gold_checks",
+            "rival_rounds",
         }
         == names
         == {t.name for t in catalog.TABLES}
