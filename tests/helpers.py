@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -279,3 +280,20 @@ def serve_app(app: object) -> Iterator[str]:
     finally:
         srv.should_exit = True
         t.join(10)
+
+
+def old_store(path: Path, version: int) -> sqlite3.Connection:
+    """An empty game store as schema ``version`` left it (its migration steps, as the old code ran
+    them; version 1 with ``user_version`` 0, as the first release wrote it), open in autocommit
+    mode for the test to fill with that version's rows."""
+    from gavil.game.store import MIGRATIONS
+
+    con = sqlite3.connect(path, isolation_level=None)
+    for v in range(version):
+        step = MIGRATIONS[v]
+        if callable(step):
+            step(con)
+        else:
+            con.executescript(step)
+    con.execute(f"PRAGMA user_version = {0 if version == 1 else version}")
+    return con

@@ -19,14 +19,14 @@ from gavil.cli import app
 from gavil.game import build_game
 from gavil.game.rival import Rival
 from gavil.game.service import Game
-from gavil.game.store import MIGRATIONS, SCHEMA_VERSION, StoreTooNew, connect, read_submissions, store_file
+from gavil.game.store import SCHEMA_VERSION, StoreTooNew, connect, read_submissions, store_file
 from gavil.game.variant import VariantInstance
 from gavil.game.web import create_app
 from gavil.pipeline import catalog
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
 from stages.select_instances import select, update_ledger
-from tests.helpers import game_project
+from tests.helpers import game_project, old_store
 from tests.test_rounds import Server, params
 
 KEY = b"test-key-not-secret"
@@ -282,14 +282,7 @@ def test_flag_texts_for_players_name_no_operator_tool(project, games):
 def store_at(path: Path, version: int) -> None:
     """A store as schema ``version`` left it (its migration steps, as the old code ran them), with a
     player, a creation and a solve in the first release's columns (valid at every version)."""
-    con = sqlite3.connect(path, isolation_level=None)
-    for v in range(version):
-        step = MIGRATIONS[v]
-        if callable(step):
-            step(con)
-        else:
-            con.executescript(step)
-    con.execute(f"PRAGMA user_version = {0 if version == 1 else version}")  # the first release wrote none
+    con = old_store(path, version)
     con.execute(
         "INSERT INTO players (player_id, token_hash, display_name, name_key, created_at) VALUES ('p1', 'h1', 'Ann', 'ann', 1)"
     )

@@ -103,15 +103,21 @@ def test_a_full_round_in_the_browser(server, browser, tmp_path):
     assert spy.locator("#leaderboard b").count() == 0 and spy.evaluate("window.pwned") is None
 
 
-def test_a_self_solve_is_refused(server, browser):
-    expect = sync_api.expect
+def create_space(browser, server: str):
+    """A spymaster ("Spy") gives the cue "Space" for the first two images; their page."""
     spy = join(browser, server, "Spy")
     spy.click("#mode-create")
-    expect(spy.locator("#create-grid .tile")).to_have_count(5)
+    sync_api.expect(spy.locator("#create-grid .tile")).to_have_count(5)
     pick(spy, "#create-grid", [0, 1])
     spy.fill("#cue", "Space")
     spy.click("#submit-create")
-    expect(spy.locator("#create-result")).to_contain_text("Saved")
+    sync_api.expect(spy.locator("#create-result")).to_contain_text("Saved")
+    return spy
+
+
+def test_a_self_solve_is_refused(server, browser):
+    expect = sync_api.expect
+    spy = create_space(browser, server)
     # the association's id, as another player would be served it, then answered by its spymaster
     other = join(spy.context.browser, server, "Other")
     other.click("#mode-solve")
@@ -132,13 +138,7 @@ def test_a_solver_flags_the_association_on_the_solve_page_and_the_flag_lands_in_
     import sqlite3
 
     expect = sync_api.expect
-    spy = join(browser, server, "Spy")
-    spy.click("#mode-create")
-    expect(spy.locator("#create-grid .tile")).to_have_count(5)
-    pick(spy, "#create-grid", [0, 1])
-    spy.fill("#cue", "Space")
-    spy.click("#submit-create")
-    expect(spy.locator("#create-result")).to_contain_text("Saved")
+    create_space(browser, server)
     solver = join(browser, server, "Solver")
     solver.click("#mode-solve")
     expect(solver.locator("#solve-cue")).to_have_text("Space")

@@ -19,7 +19,7 @@ from gavil.cli import app
 from gavil.game import build_game
 from gavil.game.gold import gold_status
 from gavil.game.service import Game
-from gavil.game.store import MIGRATIONS, SCHEMA_VERSION, connect, read_submissions, store_file
+from gavil.game.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.game.web import create_app
 from gavil.params import Params
 from gavil.params.game import GoldParams
@@ -27,7 +27,7 @@ from gavil.pipeline import catalog
 from schemas.selection import Selection
 from stages.import_annotations import import_all
 from stages.select_instances import annotator_stats, select
-from tests.helpers import game_project
+from tests.helpers import game_project, old_store
 from tests.test_rounds import FakeRival
 
 KEY = b"k" * 32
@@ -340,14 +340,7 @@ def test_min_jaccard_is_a_fraction():
 
 def version_4_store(path: Path) -> None:
     """A store as schema version 4 wrote it (its migration steps), with one creation and one solve."""
-    con = sqlite3.connect(path, isolation_level=None)
-    for v in range(4):
-        step = MIGRATIONS[v]
-        if callable(step):
-            step(con)
-        else:
-            con.executescript(step)
-    con.execute("PRAGMA user_version = 4")
+    con = old_store(path, 4)
     con.execute("INSERT INTO players VALUES ('p1', 'h1', 'Ann', 'ann', 1, 'Ann'), ('p2', 'h2', 'Bob', 'bob', 1, 'Bob')")
     cands = '["rocket", "moon", "cat", "coffee", "brick"]'
     con.execute("INSERT INTO tasks VALUES ('t1', 's', 'p1', ?, 1)", (cands,))

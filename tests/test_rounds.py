@@ -17,10 +17,10 @@ from gavil.game import build_game
 from gavil.game.rival import Rival
 from gavil.game.rounds import RoundError, close_round, list_rounds, open_round
 from gavil.game.service import NO_ROUND, Game
-from gavil.game.store import MIGRATIONS, SCHEMA_VERSION, connect, read_submissions, store_file
+from gavil.game.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.game.web import create_app
 from gavil.params import Params
-from tests.helpers import ROOT, game_project
+from tests.helpers import ROOT, game_project, old_store
 
 SHA = "ab" * 32
 
@@ -88,14 +88,7 @@ def row(project: Path, instance_id: str) -> sqlite3.Row:
 
 def version_3_store(path: Path, creations: bool = True) -> None:
     """A store as the previous schema version wrote it (its migration steps, as the old code ran them)."""
-    con = sqlite3.connect(path, isolation_level=None)
-    for v in (0, 1, 2):
-        step = MIGRATIONS[v]
-        if callable(step):
-            step(con)
-        else:
-            con.executescript(step)
-    con.execute("PRAGMA user_version = 3")
+    con = old_store(path, 3)
     if creations:
         con.execute("INSERT INTO players VALUES ('p1', 'h1', 'Ann', 'ann', 1, 'Ann')")
         cands = '["rocket", "moon", "cat", "coffee", "brick"]'
