@@ -132,7 +132,14 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(
         "import_annotations",
         writes=("instances", "solves", "annotation_rejects", "flags", "gold_checks", "annotator_key_fingerprint"),
-        params=("annotations", "profanity", "game.store_dir", "game.gold"),
+        params=(
+            "annotations",
+            "profanity",
+            "game.store_dir",
+            "game.gold.enabled",
+            "game.gold.items",
+            "game.gold.min_jaccard",
+        ),
         # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),
     ),
