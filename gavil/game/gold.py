@@ -40,12 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pandas as pd
 
 from gavil.game.rules import GameError, score_answer
-from gavil.game.store import GameStoreError, check_store_path, transaction
+from gavil.game.store import check_store_path, json_cell, read_snapshot, transaction
 from gavil.params.game import GoldParams
 from schemas.annotations import GOLD_STATUSES
 
@@ -271,19 +271,6 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
     return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
 
 
-def _cell(path: Path, table: str, key: object, column: str, value: object) -> Any:
-    """A JSON list cell, parsed; a cell that is not JSON text is a damaged row, named by table and key."""
-    try:
-        if not isinstance(value, str):
-            raise ValueError(f"a {type(value).__name__}, not JSON text")
-        return json.loads(value)
-    except ValueError as e:
-        raise GameStoreError(
-            f"game store {path}: {table} row {key}, column {column!r}: not JSON ({e}); repair or delete that row "
-            "(sqlite3), or restore game.sqlite from a backup"
-        ) from None
-
-
 def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
     """(gold items, gold answers) of a store, read-only in one snapshot; two empty lists when
     nothing is at ``path`` or the store predates version 5. Call it after
@@ -298,13 +285,7 @@ def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
     path = Path(path)
     if not check_store_path(path):
         return [], []
-    try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
-    except sqlite3.Error as e:
-        raise GameStoreError(f"game store {path}: cannot be opened ({e})") from None
-    try:
-        con.row_factory = sqlite3.Row
-        con.execute("BEGIN")  # one read snapshot for both tables
+    with read_snapshot(path) as con:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"gold_items", "gold_answers"} <= tables:
             return [], []
@@ -313,8 +294,8 @@ def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
                 "gold_id": r["gold_id"],
                 "source_uid": r["source_uid"],
                 "cue": r["cue"],
-                "candidates": _cell(path, "gold_items", r["gold_id"], "candidates", r["candidates"]),
-                "associations": _cell(path, "gold_items", r["gold_id"], "associations", r["associations"]),
+                "candidates": json_cell(path, "gold_items", r["gold_id"], "candidates", r["candidates"]),
+                "associations": json_cell(path, "gold_items", r["gold_id"], "associations", r["associations"]),
             }
             for r in con.execute("SELECT * FROM gold_items ORDER BY gold_id")
         ]
@@ -323,12 +304,8 @@ def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
                 "seq": r["seq"],
                 "gold_id": r["gold_id"],
                 "solver_id": r["solver_id"],
-                "selection": _cell(path, "gold_answers", r["seq"], "selection", r["selection"]),
+                "selection": json_cell(path, "gold_answers", f"seq {r['seq']}", "selection", r["selection"]),
             }
             for r in con.execute("SELECT seq, gold_id, solver_id, selection FROM gold_answers ORDER BY seq")
         ]
         return items, answers
-    except sqlite3.Error as e:
-        raise GameStoreError(f"game store {path}: damaged ({e}); restore game.sqlite from a backup") from None
-    finally:
-        con.close()  # a read: closing ends the snapshot

@@ -348,21 +348,28 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _fail(path: Path, problem: str, fix: str = "") -> GameStoreError:
+    """The error for a store that cannot be read as it is: ``game store <path>: <problem>; <fix>``
+    (the default fix: restore from a backup, or move it away if no game was played)."""
     fix = fix or (
         "restore game.sqlite from a backup (the import never modifies it), or move it away if no game was played"
     )
     return GameStoreError(f"game store {path}: {problem}; {fix}")
 
 
-def _json_list(path: Path, table: str, seq: object, column: str, value: object) -> Any:
+def json_cell(path: Path, table: str, row: str, column: str, value: object) -> Any:
     """``value`` parsed as JSON (the row's validation judges its shape); a cell that is not JSON
-    text is a damaged row, named by table and ``seq``."""
+    text is a damaged row, named by ``table`` and ``row`` (how the row is found: ``"seq 3"``, a
+    gold id).
+
+    Raises:
+        GameStoreError: the cell is not JSON text; the message names table, row and column.
+    """
     try:
         if not isinstance(value, str):
             raise ValueError(f"a {type(value).__name__}, not JSON text")
         return json.loads(value)
     except ValueError as e:  # json.JSONDecodeError is a ValueError
-        problem = f"{table} row seq {seq}, column {column!r}: not JSON ({e})"
+        problem = f"{table} row {row}, column {column!r}: not JSON ({e})"
         raise _fail(
             path, problem, "repair or delete that row (sqlite3), or restore game.sqlite from a backup"
         ) from None
@@ -374,7 +381,12 @@ def _header(path: Path) -> bytes:
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection (never changes the file: no journal-mode switch, no schema)."""
+    """A read-only connection (never changes the file: no journal-mode switch, no schema), rows as
+    :class:`sqlite3.Row`, autocommit (the caller opens its read snapshot with ``BEGIN``).
+
+    Raises:
+        GameStoreError: the file cannot be read, is empty or is not an SQLite database.
+    """
     try:
         head = _header(path)
     except OSError as e:
@@ -410,6 +422,28 @@ def _check_schema(path: Path, con: sqlite3.Connection) -> None:
             raise _fail(path, f"table {table!r} has no column {missing[0]!r} (columns: {', '.join(sorted(have))})")
 
 
+@contextmanager
+def read_snapshot(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection (:func:`_open_read_only`) inside one read snapshot (``BEGIN``), closed
+    on leaving (which ends the snapshot): every table read in the block is read as of one moment.
+
+    Raises:
+        GameStoreError: the store cannot be opened, or SQLite meets a damaged page while the block
+            reads (``SQLITE_CORRUPT`` and the like); errors the block raises pass unchanged.
+    """
+    try:
+        con = _open_read_only(path)
+    except sqlite3.Error as e:
+        raise _fail(path, f"cannot be opened ({e})") from None
+    try:
+        con.execute("BEGIN")
+        yield con
+    except sqlite3.Error as e:
+        raise _fail(path, f"damaged ({e})") from None
+    finally:
+        con.close()
+
+
 def _state(row: sqlite3.Row) -> str:
     return str(row["rival_state"]) if "rival_state" in row.keys() else "done"
 
@@ -441,12 +475,7 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     path = Path(path)
     if not check_store_path(path):
         return [], []
-    try:
-        con = _open_read_only(path)
-    except sqlite3.Error as e:
-        raise _fail(path, f"cannot be opened ({e})") from None
-    try:
-        con.execute("BEGIN")  # one read snapshot for every table
+    with read_snapshot(path) as con:
         _check_schema(path, con)
         flags = read_flags(con)
         have = {r[1] for r in con.execute("PRAGMA table_info(creations)")}
@@ -461,8 +490,8 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 "task_id": r["task_id"],
                 "spymaster_id": r["spymaster_id"],
                 "cue": r["cue"],
-                "candidates": _json_list(path, "creations", r["seq"], "candidates", r["candidates"]),
-                "associations": _json_list(path, "creations", r["seq"], "associations", r["associations"]),
+                "candidates": json_cell(path, "creations", f"seq {r['seq']}", "candidates", r["candidates"]),
+                "associations": json_cell(path, "creations", f"seq {r['seq']}", "associations", r["associations"]),
                 "score_fool_the_ai": r["score_fool_the_ai"]
                 if r["rival_status"] == "ok" and _state(r) == "done"
                 else None,
@@ -480,13 +509,8 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 "seq": r["seq"],
                 "instance_id": r["instance_id"],
                 "solver_id": r["solver_id"],
-                "selection": _json_list(path, "solves", r["seq"], "selection", r["selection"]),
+                "selection": json_cell(path, "solves", f"seq {r['seq']}", "selection", r["selection"]),
             }
             for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['solves'])} FROM solves ORDER BY seq")
         ]
-        con.execute("COMMIT")
         return creations, solves
-    except sqlite3.Error as e:  # SQLITE_CORRUPT and the like, met while reading a page
-        raise _fail(path, f"damaged ({e})") from None
-    finally:
-        con.close()
