@@ -170,6 +170,34 @@ def test_one_malformed_json_row_names_table_seq_and_column(tmp_path, table, colu
     refused(path, f"{table} row seq 2, column '{column}'")
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "value", "row"),
+    [
+        ("gold_items", "candidates", '["rocket", "moon"', "row G1"),
+        ("gold_items", "associations", b"\x00\x01", "row G1"),
+        ("gold_answers", "selection", "0,1", "row seq 1"),
+        ("gold_answers", "selection", "", "row seq 1"),
+    ],
+)
+def test_one_malformed_json_gold_row_names_table_row_and_column(tmp_path, table, column, value, row):
+    """The gold tables (game.gold) are read by the same rule: one bad cell, one error line."""
+    path = make_store(tmp_path / "game.sqlite")
+    con = sqlite3.connect(path)
+    con.execute(
+        "INSERT INTO gold_items(gold_id, instance_id, source_uid, cue, candidates, associations, images, added_at)"
+        " VALUES ('G1', 'g-1', 'release:1', 'space', ?, ?, '[]', 1.0)",
+        (json.dumps(CANDS), json.dumps(CANDS[:2])),
+    )
+    con.execute(
+        "INSERT INTO gold_answers(gold_id, solver_id, selection, jaccard, created_at, lease_id)"
+        " VALUES ('G1', 'p0', '[0, 1]', 1.0, 2.0, 'l1')"
+    )
+    con.execute(f"UPDATE {table} SET {column} = ?", (value,))
+    con.commit()
+    con.close()
+    refused(path, f"{table} {row}, column '{column}'")
+
+
 def test_json_of_the_wrong_shape_is_a_rejected_row_not_a_crash(tmp_path):
     path = make_store(tmp_path / "game.sqlite")
     con = sqlite3.connect(path)
