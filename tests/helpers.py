@@ -286,7 +286,7 @@ def old_store(path: Path, version: int) -> sqlite3.Connection:
     """An empty game store as schema ``version`` left it (its migration steps, as the old code ran
     them; version 1 with ``user_version`` 0, as the first release wrote it), open in autocommit
     mode for the test to fill with that version's rows."""
-    from gavil.game.store import MIGRATIONS
+    from gavil.game.migrations import MIGRATIONS
 
     con = sqlite3.connect(path, isolation_level=None)
     for v in range(version):

@@ -340,7 +340,8 @@ def test_display_names_that_read_alike_are_taken(project):
 def test_a_version_2_store_is_migrated_and_its_twins_keep_their_rows(tmp_path):
     import sqlite3
 
-    from gavil.game.store import MIGRATIONS, SCHEMA_VERSION
+    from gavil.game.migrations import MIGRATIONS
+    from gavil.game.store import SCHEMA_VERSION
 
     path = tmp_path / "game.sqlite"
     con = sqlite3.connect(path, isolation_level=None)

@@ -5,7 +5,8 @@ Spymasters give a one-word cue for a candidate set and mark K images; the rival 
 association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
 one shared code). Submissions go
 to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
-:mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.rounds`
+:mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.migrations`
+(the store's tables, version by version), :mod:`.rounds`
 (collection rounds), :mod:`.flags` (players' flags and the admin's review; :mod:`.review` reads them
 back), :mod:`.gold` (solver checks), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
 cache) through the catalog and imports no stage module.

@@ -45,7 +45,7 @@ from typing import TypedDict
 import pandas as pd
 
 from gavil.game.rules import GameError, score_answer
-from gavil.game.store import check_store_path, json_cell, read_snapshot, transaction
+from gavil.game.store import check_store_path, json_cell, live_lease, read_snapshot, transaction
 from gavil.params.game import GoldParams
 from schemas.annotations import GOLD_STATUSES
 
@@ -59,8 +59,8 @@ class GoldRecord(TypedDict):
     gold_id: str
     source_uid: str
     cue: str
-    candidates: list[str]
-    associations: list[str]
+    candidates: object  # a JSON value as stored; the import checks it is a list of names
+    associations: object  # likewise
 
 
 class GoldAnswer(TypedDict):
@@ -245,14 +245,7 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
     lease); the reply of :meth:`gavil.game.service.Game.solve` (same keys, same errors)."""
 
     def live() -> sqlite3.Row:
-        lease = db.execute("SELECT * FROM gold_leases WHERE lease_id = ?", (lease_id,)).fetchone()
-        if lease is None:
-            raise GameError(409, "this task was already answered: get the next one")
-        if lease["solver_id"] != pid:
-            raise GameError(403, "this solve task was served to another player")
-        if lease["expires_at"] <= now:
-            raise GameError(410, "this solve task expired: get a new one")
-        return lease
+        return live_lease(db, "gold_leases", lease_id, pid, now)
 
     g = db.execute("SELECT * FROM gold_items WHERE gold_id = ?", (live()["gold_id"],)).fetchone()
     answer = score_answer(g["candidates"], g["associations"], selection)

@@ -52,7 +52,7 @@ from gavil.game.rules import GameError as GameError
 from gavil.game.rules import clean_name as clean_name
 from gavil.game.rules import positions, score_answer
 from gavil.game.scores import dashboard, leaderboard
-from gavil.game.store import checkpoint, connect, transaction
+from gavil.game.store import checkpoint, connect, live_lease, transaction
 from gavil.game.variant import VariantInstance, store_variant
 from gavil.params.game import GameParams
 
@@ -458,18 +458,9 @@ class Game:
         return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
 
     def _lease(self, lease_id: str, pid: str) -> sqlite3.Row:
-        """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not."""
-        lease = self.db.execute("SELECT * FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
-        if lease is None:
-            answered = "SELECT 1 FROM solves WHERE lease_id = ? UNION ALL SELECT 1 FROM gold_answers WHERE lease_id = ?"
-            if self.db.execute(answered, (lease_id, lease_id)).fetchone():
-                raise GameError(409, "this task was already answered: get the next one")
-            raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
-        if lease["solver_id"] != pid:
-            raise GameError(403, "this solve task was served to another player")
-        if lease["expires_at"] <= self.clock():
-            raise GameError(410, "this solve task expired: get a new one")
-        return lease
+        """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not
+        (:func:`gavil.game.store.live_lease`)."""
+        return live_lease(self.db, "leases", lease_id, pid, self.clock())
 
     # ------------------------------------------------------------------------------ scores
     def dashboard(self, token: str) -> dict[str, Any]:

@@ -10,9 +10,9 @@ loses nothing acknowledged, and a submission killed mid-way leaves no partial ro
 schema, so concurrent players cannot duplicate rows.
 
 Schema version :data:`SCHEMA_VERSION` is kept in ``PRAGMA user_version``; a store of an older
-version is migrated (one transaction) when the game opens it (:func:`connect` with ``create``);
-a store of a newer version is refused (:class:`StoreTooNew`). Version 1 is the first release's
-store (``user_version`` 0 with tables). Readers (``create=False``) never migrate; they read
+version is migrated (one transaction; the steps: :mod:`gavil.game.migrations`) when the game
+opens it (:func:`connect` with ``create``); a store of a newer version is refused
+(:class:`StoreTooNew`). Version 1 is the first release's store (``user_version`` 0 with tables). Readers (``create=False``) never migrate; they read
 every version up to :data:`SCHEMA_VERSION` (:func:`read_submissions`).
 
 Tables (ids are random and local to the store; ``import_annotations`` hashes player ids with the
@@ -64,14 +64,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from gavil.errors import GavilError
-from gavil.game.rekey import rekey_names
+from gavil.game.migrations import MIGRATIONS
 from gavil.game.review import read_flags
+from gavil.game.rules import GameError
 
 STORE_FILE = "game.sqlite"
 SCHEMA_VERSION = 5  # PRAGMA user_version of a store this code writes; older ones are migrated on open
@@ -86,121 +87,6 @@ class GameStoreError(GavilError):
 
 class StoreTooNew(GameStoreError):
     """The store was written by a newer version of the game (its ``user_version`` is higher)."""
-
-
-# the first release's tables, less its leases (version 2 replaces them)
-_TABLES_V1 = """
-CREATE TABLE players(
-  player_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, display_name TEXT NOT NULL,
-  name_key TEXT NOT NULL UNIQUE, created_at REAL NOT NULL);
-CREATE TABLE tasks(
-  task_id TEXT PRIMARY KEY, set_id TEXT NOT NULL, spymaster_id TEXT NOT NULL REFERENCES players(player_id),
-  candidates TEXT NOT NULL, created_at REAL NOT NULL, UNIQUE(set_id, spymaster_id));
-CREATE TABLE creations(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL UNIQUE,
-  task_id TEXT NOT NULL REFERENCES tasks(task_id), spymaster_id TEXT NOT NULL, cue TEXT NOT NULL,
-  cue_norm TEXT NOT NULL, content_key TEXT NOT NULL UNIQUE, candidates TEXT NOT NULL, associations TEXT NOT NULL,
-  rival_status TEXT NOT NULL CHECK (rival_status IN ('ok', 'untrained', 'no_weights')),
-  rival_predictions TEXT, score_fool_the_ai INTEGER CHECK (score_fool_the_ai BETWEEN 0 AND 100),
-  created_at REAL NOT NULL, UNIQUE(task_id, cue_norm));
-CREATE TABLE solves(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
-  solver_id TEXT NOT NULL, selection TEXT NOT NULL, jaccard REAL NOT NULL, created_at REAL NOT NULL,
-  UNIQUE(instance_id, solver_id));
-CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
-# version 1 -> 2: served-work leases with ids and expiry, single-use invitations, the rival's
-# background state; the old leases (unauthenticated reservations) are dropped: their players are
-# simply served again
-_MIGRATE_1_TO_2 = """
-ALTER TABLE creations ADD COLUMN rival_state TEXT NOT NULL DEFAULT 'done'
-  CHECK (rival_state IN ('pending', 'done', 'failed'));
-ALTER TABLE solves ADD COLUMN lease_id TEXT;
-CREATE UNIQUE INDEX solves_lease ON solves(lease_id);
-DROP TABLE IF EXISTS leases;
-CREATE TABLE leases(
-  lease_id TEXT PRIMARY KEY, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
-  solver_id TEXT NOT NULL REFERENCES players(player_id), issued_at REAL NOT NULL, expires_at REAL NOT NULL,
-  UNIQUE(instance_id, solver_id));
-CREATE INDEX leases_live ON leases(instance_id, expires_at);
-CREATE TABLE invitations(
-  code_hash TEXT PRIMARY KEY, created_at REAL NOT NULL,
-  used_by TEXT UNIQUE REFERENCES players(player_id), used_at REAL);
-CREATE INDEX creations_pending ON creations(rival_state) WHERE rival_state = 'pending';
-"""
-
-
-# version 3 -> 4: collection rounds. Every creation names its round and the identity of the rival
-# that scored it (models entry, architecture, weights: pretrained tag or "file:<sha256[:16]>", and
-# the sha256 of the weights file). A store with creations gets round 1 for them: a closed round from
-# the first to the last creation whose rival was not recorded (null identity); the next round a
-# maintainer opens is 2. The swow_af variant's rows (spymaster "variant:swow_af") get no round.
-_MIGRATE_3_TO_4 = """
-CREATE TABLE rounds(
-  round_id INTEGER PRIMARY KEY CHECK (round_id >= 1), rival TEXT, architecture TEXT, pretrained TEXT,
-  weights_sha256 TEXT, opened_at REAL NOT NULL, closed_at REAL, CHECK (closed_at IS NULL OR closed_at >= opened_at));
-CREATE UNIQUE INDEX rounds_one_open ON rounds(closed_at IS NULL) WHERE closed_at IS NULL;
-ALTER TABLE creations ADD COLUMN round INTEGER REFERENCES rounds(round_id);
-ALTER TABLE creations ADD COLUMN rival_model TEXT;
-ALTER TABLE creations ADD COLUMN rival_architecture TEXT;
-ALTER TABLE creations ADD COLUMN rival_weights TEXT;
-ALTER TABLE creations ADD COLUMN rival_sha256 TEXT;
-INSERT INTO rounds (round_id, opened_at, closed_at)
-  SELECT 1, lo, hi FROM (SELECT MIN(created_at) AS lo, MAX(created_at) AS hi FROM creations
-  WHERE spymaster_id NOT LIKE 'variant:%') WHERE lo IS NOT NULL;
-UPDATE creations SET round = 1 WHERE spymaster_id NOT LIKE 'variant:%'
-"""
-
-# version 4 -> 5, players' flags and their review (gavil.domain.flags): one flag per player and
-# association; a review covers the association's flags up to flags_through; one retire at most
-_FLAGS_V5 = """
-CREATE TABLE flags(
-  flag_id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
-  player_id TEXT NOT NULL REFERENCES players(player_id),
-  category TEXT NOT NULL CHECK (category IN ('offensive', 'wrong', 'unsolvable', 'other')),
-  reason TEXT NOT NULL CHECK (length(reason) <= 200), created_at REAL NOT NULL, UNIQUE(instance_id, player_id));
-CREATE TABLE flag_reviews(
-  review_id INTEGER PRIMARY KEY AUTOINCREMENT, instance_id TEXT NOT NULL REFERENCES creations(instance_id),
-  decision TEXT NOT NULL CHECK (decision IN ('keep', 'retire')), note TEXT NOT NULL CHECK (length(note) <= 200),
-  reviewer TEXT NOT NULL, flags_through INTEGER NOT NULL, reviewed_at REAL NOT NULL);
-CREATE UNIQUE INDEX flag_reviews_one_retire ON flag_reviews(instance_id) WHERE decision = 'retire';
-CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through);
-"""
-
-# version 4 -> 5, solver checks (gavil.game.gold): published instances served as gold items (their
-# serving id looks like a creation's), their leases (apart from creations' leases, which reference
-# creations) and the answers to them; a lease id is unique across both lease tables' answers
-_GOLD_V5 = """
-CREATE TABLE gold_items(
-  gold_id TEXT PRIMARY KEY, instance_id TEXT NOT NULL UNIQUE, source_uid TEXT NOT NULL, creation_id TEXT,
-  cue TEXT NOT NULL, candidates TEXT NOT NULL, associations TEXT NOT NULL, images TEXT NOT NULL,
-  active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)), added_at REAL NOT NULL);
-CREATE TABLE gold_leases(
-  lease_id TEXT PRIMARY KEY, gold_id TEXT NOT NULL REFERENCES gold_items(gold_id),
-  solver_id TEXT NOT NULL REFERENCES players(player_id), issued_at REAL NOT NULL, expires_at REAL NOT NULL,
-  UNIQUE(gold_id, solver_id));
-CREATE TABLE gold_answers(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, gold_id TEXT NOT NULL REFERENCES gold_items(gold_id),
-  solver_id TEXT NOT NULL REFERENCES players(player_id), selection TEXT NOT NULL,
-  jaccard REAL NOT NULL CHECK (jaccard BETWEEN 0 AND 1), created_at REAL NOT NULL, lease_id TEXT NOT NULL UNIQUE,
-  UNIQUE(gold_id, solver_id));
-CREATE INDEX gold_answers_solver ON gold_answers(solver_id);
-CREATE TABLE gold_flags(
-  gold_id TEXT NOT NULL REFERENCES gold_items(gold_id), player_id TEXT NOT NULL REFERENCES players(player_id),
-  category TEXT NOT NULL CHECK (category IN ('offensive', 'wrong', 'unsolvable', 'other')),
-  reason TEXT NOT NULL CHECK (length(reason) <= 200), created_at REAL NOT NULL, PRIMARY KEY (gold_id, player_id));
-"""
-
-MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
-    0: _TABLES_V1,
-    1: _MIGRATE_1_TO_2,
-    2: rekey_names,
-    3: _MIGRATE_3_TO_4,
-    4: _FLAGS_V5 + _GOLD_V5,
-}
-"""SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
-no tables; its step creates version 1's tables, then every later step applies)."""
 
 
 def store_file(store_dir: str | Path) -> Path:
@@ -315,6 +201,27 @@ def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     checkpoint(con)
 
 
+def live_lease(con: sqlite3.Connection, table: str, lease_id: str, pid: str, now: float) -> sqlite3.Row:
+    """The live lease ``lease_id`` of player ``pid`` in ``table`` (``leases`` or ``gold_leases``:
+    the same rule and the same errors for both, so no reply tells a gold item from an association).
+
+    Raises:
+        gavil.game.rules.GameError: 409 (already answered: the lease was consumed), 404 (no such
+            task), 403 (served to another player), 410 (expired at ``now``, Unix seconds).
+    """
+    lease = con.execute(f"SELECT * FROM {table} WHERE lease_id = ?", (lease_id,)).fetchone()
+    if lease is None:
+        answered = "SELECT 1 FROM solves WHERE lease_id = ? UNION ALL SELECT 1 FROM gold_answers WHERE lease_id = ?"
+        if con.execute(answered, (lease_id, lease_id)).fetchone():
+            raise GameError(409, "this task was already answered: get the next one")
+        raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
+    if lease["solver_id"] != pid:
+        raise GameError(403, "this solve task was served to another player")
+    if lease["expires_at"] <= now:
+        raise GameError(410, "this solve task expired: get a new one")
+    return lease
+
+
 def checkpoint(con: sqlite3.Connection) -> None:
     """Copy committed WAL frames into ``game.sqlite`` (``PRAGMA wal_checkpoint(FULL)``: waits for
     readers of older snapshots, up to the busy timeout; a busy result is left to the next one).
@@ -356,7 +263,7 @@ def _fail(path: Path, problem: str, fix: str = "") -> GameStoreError:
     return GameStoreError(f"game store {path}: {problem}; {fix}")
 
 
-def json_cell(path: Path, table: str, row: str, column: str, value: object) -> Any:
+def json_cell(path: Path, table: str, row: str, column: str, value: object) -> object:
     """``value`` parsed as JSON (the row's validation judges its shape); a cell that is not JSON
     text is a damaged row, named by ``table`` and ``row`` (how the row is found: ``"seq 3"``, a
     gold id).
