@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from gavil.game.store import SCHEMA_VERSION, GameStoreError, connect, read_submissions, store_file
+from gavil.params.game import GoldParams
 from stages.import_annotations import import_all
 from tests.helpers import ROOT
 
@@ -181,21 +182,63 @@ def test_one_malformed_json_row_names_table_seq_and_column(tmp_path, table, colu
 )
 def test_one_malformed_json_gold_row_names_table_row_and_column(tmp_path, table, column, value, row):
     """The gold tables (game.gold) are read by the same rule: one bad cell, one error line."""
-    path = make_store(tmp_path / "game.sqlite")
+    path = with_gold(make_store(tmp_path / "game.sqlite"))
     con = sqlite3.connect(path)
-    con.execute(
-        "INSERT INTO gold_items(gold_id, instance_id, source_uid, cue, candidates, associations, images, added_at)"
-        " VALUES ('G1', 'g-1', 'release:1', 'space', ?, ?, '[]', 1.0)",
-        (json.dumps(CANDS), json.dumps(CANDS[:2])),
-    )
-    con.execute(
-        "INSERT INTO gold_answers(gold_id, solver_id, selection, jaccard, created_at, lease_id)"
-        " VALUES ('G1', 'p0', '[0, 1]', 1.0, 2.0, 'l1')"
-    )
     con.execute(f"UPDATE {table} SET {column} = ?", (value,))
     con.commit()
     con.close()
     refused(path, f"{table} {row}, column '{column}'")
+
+
+def with_gold(path: Path, candidates: str = json.dumps(CANDS), associations: str = json.dumps(CANDS[:2])) -> Path:
+    """``path`` with one gold item G1 (``candidates``, ``associations``: JSON text as stored) and
+    player p0's answer to it, choosing rocket and moon."""
+    con = sqlite3.connect(path)
+    con.execute(
+        "INSERT INTO gold_items(gold_id, instance_id, source_uid, cue, candidates, associations, images, added_at)"
+        " VALUES ('G1', 'g-1', 'release:1', 'space', ?, ?, '[]', 1.0)",
+        (candidates, associations),
+    )
+    con.execute(
+        "INSERT INTO gold_answers(gold_id, solver_id, selection, jaccard, created_at, lease_id)"
+        " VALUES ('G1', 'p0', ?, 1.0, 2.0, 'l1')",
+        (json.dumps(CANDS[:2]),),
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("candidates", "associations"),
+    [
+        ('"rocket moon astronaut cat coffee"', json.dumps(CANDS[:2])),  # a string: "in" would match substrings
+        (json.dumps(CANDS), '"rocket moon"'),
+        ("[1, 2, 3, 4, 5]", "[1, 2]"),
+        ('{"rocket": 1, "moon": 2}', json.dumps(CANDS[:2])),
+        ("null", json.dumps(CANDS[:2])),
+        (json.dumps(CANDS), "[]"),
+        (json.dumps(CANDS), '["rocket", "rocket"]'),
+        (json.dumps(CANDS), '["rocket", "sun"]'),  # an association that is no candidate
+        (json.dumps(CANDS[:2]), json.dumps(CANDS[:2])),  # every candidate an association: nothing to find
+    ],
+)
+def test_an_answer_to_a_malformed_gold_item_is_a_rejected_row_not_a_score(tmp_path, candidates, associations):
+    """A gold item whose stored lists are valid JSON of the wrong shape scores nobody: its answers
+    are rejected rows with the reason, and the solver has no gold answer."""
+    path = with_gold(make_store(tmp_path / "game.sqlite"), candidates, associations)
+    res = import_all(None, [], None, KEY, game_store=path, gold=GoldParams(enabled=True, items=1))
+    rej = res.rejects[res.rejects["source_file"] == f"{path.as_posix()}#gold_answers"]
+    assert list(rej["source_line"]) == [1] and "malformed gold item" in rej["reason"].iloc[0]
+    assert set(res.gold_checks["gold_status"]) <= {"gold_pending"}, res.gold_checks
+
+
+def test_an_answer_to_a_well_formed_gold_item_is_scored(tmp_path):
+    path = with_gold(make_store(tmp_path / "game.sqlite"))
+    res = import_all(None, [], None, KEY, game_store=path, gold=GoldParams(enabled=True, items=1))
+    assert not (res.rejects["source_file"] == f"{path.as_posix()}#gold_answers").any()
+    passed = res.gold_checks[res.gold_checks["gold_status"] == "passed"]
+    assert list(passed["gold_mean_jaccard"]) == [1.0]  # p0; the store's other solvers answered no gold item
 
 
 def test_json_of_the_wrong_shape_is_a_rejected_row_not_a_crash(tmp_path):

@@ -47,9 +47,16 @@ def score_gold(
     seen: set[tuple[str, str]] = set()
     for a in answers:
         it, solver, sel = by_id.get(a["gold_id"]), _solver(a["solver_id"], state.key), a["selection"]
-        cands, assoc = (it["candidates"], it["associations"]) if it else ([], [])
+        cands, assoc = (_names(it["candidates"]), _names(it["associations"])) if it else ([], [])
         if it is None:
             reason = "gold answer to a gold item the store does not hold"
+        elif (
+            cands is None or assoc is None or not assoc or len(set(assoc)) != len(assoc) or not set(assoc) < set(cands)
+        ):
+            reason = (
+                "gold answer to a malformed gold item: its candidates and associations must be JSON lists of"
+                " names, the associations distinct and among the candidates"
+            )
         elif solver is None:
             reason = "solver_id is not a non-empty string"
         elif not (
@@ -68,6 +75,15 @@ def score_gold(
             name, a["seq"], "solve", reason, {"gold_id": a["gold_id"], "solver_id": a["solver_id"], "selection": sel}
         )
     return out
+
+
+def _names(value: object) -> list[str] | None:
+    """A stored JSON list of names (a gold item's candidates or associations), or None when the
+    cell holds anything else (the store is an input: a string or a list of numbers is no list of
+    names)."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [str(v) for v in value]
+    return None
 
 
 def judge(
