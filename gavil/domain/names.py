@@ -119,14 +119,42 @@ def _fold(text: str) -> str:
 
 
 def _look_problem(t: str) -> str | None:
-    """Why ``t`` (folded) would read as another name: a small capital, or a combining mark with no
-    letter, digit or mark before it (a spacing accent NFKC split into a space and a mark)."""
+    """Why ``t`` (folded) would read as another name: a small capital, a combining mark with no
+    letter, digit or mark before it (a spacing accent NFKC split into a space and a mark), or a
+    combining mark that is not part of its letter (:func:`stray_mark`)."""
     for i, ch in enumerate(t):
         if is_small_capital(ch):
             name = unicodedata.name(ch)
             return f"has U+{ord(ch):04X} ({name}), a small capital that reads as a capital letter: type the letter"
         if unicodedata.category(ch)[0] == "M" and (i == 0 or unicodedata.category(t[i - 1])[0] not in "LMN"):
             return f"has a combining mark U+{ord(ch):04X} with no letter before it"
+    return stray_mark(t)
+
+
+def stray_mark(t: str) -> str | None:
+    """Why the NFC/NFKC-normalised ``t`` holds a combining mark that is not part of its letter, or None.
+
+    After normalisation, a mark that composes with its base (``e`` + U+0301 -> ``é``) is gone: one
+    code point remains. A mark still standing after a letter is kept only where it belongs to the
+    letter's own script (Unicode Scripts.txt: Devanagari vowel signs after Devanagari letters,
+    Hebrew points after Hebrew letters), as that script is spelled. Every other left-over mark, of
+    script Inherited or Common (overlays such as U+0336, enclosing marks such as U+20DD, accents
+    with no precomposed letter) or of another script (U+16FE4 after ``sky``, which draws nothing),
+    would make a twin of the bare name that reads the same or hides under an overlay, so it is
+    refused. One rule for every source: cues, candidates, associations, SWOW words and display names
+    all pass :func:`_base`."""
+    base_script = None
+    for ch in t:
+        if unicodedata.category(ch)[0] != "M":
+            base_script = categories.alias(ch) if unicodedata.category(ch)[0] == "L" else None
+            continue
+        mark_script = categories.alias(ch)
+        if mark_script in _NEUTRAL_SCRIPTS or mark_script != base_script:
+            name = unicodedata.name(ch, "unnamed")
+            return (
+                f"has a combining mark U+{ord(ch):04X} ({name}) that does not join its letter into one character "
+                "(it would read as the bare word or draw over it): type the letter alone or its accented form"
+            )
     return None
 
 
