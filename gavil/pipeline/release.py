@@ -48,13 +48,15 @@ def check_clean(root: Path) -> None:
     Raises:
         ReleaseError: not a git work tree, changes or untracked files, or a pipeline to re-run.
     """
-    st = _git(root, "status", "--porcelain")
+    st = _git(root, "status", "--porcelain", "--untracked-files=all")
     if st.returncode != 0:
         raise ReleaseError(f"{root} is not a git work tree ({_tail(st)}): release from the project's checkout")
     if st.stdout.strip():
         changed = [line[3:] for line in st.stdout.splitlines()][:3]
+        ledger = any(c.startswith("data/ledger/") for c in (line[3:] for line in st.stdout.splitlines()))
+        keep = " (data/ledger/ holds published IDs: commit it, never stash or discard it)" if ledger else ""
         raise ReleaseError(
-            f"the git work tree has changes ({', '.join(changed)}...): commit them (after `dvc repro`) or stash them"
+            f"the git work tree has changes ({', '.join(changed)}...): commit them after `dvc repro`{keep}"
         )
     dvc = _dvc(root, "status", "--json")
     if dvc.returncode != 0:
