@@ -24,7 +24,7 @@ from typing import NamedTuple
 from urllib.parse import quote, quote_plus
 
 from gavil.domain.vocabulary import normalize_name
-from gavil.errors import ParamsError
+from gavil.errors import MissingInput, ParamsError
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.urlguard import candidate_url, redact
 from stages.crawl_images.validate import safe_concept_name
@@ -83,16 +83,44 @@ def local_candidates(concepts: Iterable[str], local_dir: Path) -> dict[str, Foun
     (unsafe concept names never match a file).
 
     Raises:
-        FileNotFoundError: ``local_dir`` is not a folder.
+        MissingInput: ``local_dir`` is not a folder (one line naming the key and the fix; a
+            :class:`FileNotFoundError` too).
+    """
+    found = _merge(_local_groups(local_dir), "files")
+    return {c: found[normalize_name(c)] for c in concepts if safe_concept_name(c) and normalize_name(c) in found}
+
+
+def _local_groups(local_dir: Path) -> dict[str, list[tuple[str, list[str]]]]:
+    """Normalised stem -> [(file name, [path])] of the image files in ``local_dir``.
+
+    Raises:
+        MissingInput: ``local_dir`` is not a folder.
     """
     if not local_dir.is_dir():
-        raise FileNotFoundError(f"crawl.local_dir {local_dir} is not a folder of <concept>.<ext> images")
+        what = "does not exist" if not local_dir.exists() else "is not a folder"
+        raise MissingInput(
+            f"crawl.local_dir {local_dir} {what}: set crawl.local_dir in params.yaml to your folder of "
+            "<concept>.<ext> images (`gavil params set crawl.local_dir=PATH`; docs/your-own-benchmark.md)"
+        )
     groups: dict[str, list[tuple[str, list[str]]]] = {}
     for f in sorted(local_dir.iterdir()):
         if f.is_file() and f.suffix.lower().lstrip(".") in IMAGE_EXTS:
             groups.setdefault(normalize_name(f.stem), []).append((f.name, [f.as_posix()]))
-    found = _merge(groups, "files")
-    return {c: found[normalize_name(c)] for c in concepts if safe_concept_name(c) and normalize_name(c) in found}
+    return groups
+
+
+def unmatched_local_files(concepts: Iterable[str], local_dir: Path) -> list[str]:
+    """The image files of ``local_dir`` whose stem names no concept of ``concepts`` (compared
+    normalised, as :func:`local_candidates` matches them), sorted by file name: ``flowers.jpg``
+    beside the concept ``flower`` is one. The stage names them on the console, since such a file is
+    silently never used.
+
+    Raises:
+        MissingInput: ``local_dir`` is not a folder.
+    """
+    wanted = {normalize_name(c) for c in concepts}
+    groups = _local_groups(local_dir)
+    return sorted(name for stem, entries in groups.items() if stem not in wanted for name, _ in entries)
 
 
 def load_url_map(path: str) -> dict[str, Found]:

@@ -23,7 +23,7 @@ from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.icrawler_glue import CrawlRun
 from stages.crawl_images.journal import Journal, reusable
 from stages.crawl_images.register import register
-from stages.crawl_images.sources import page_url, source_candidates
+from stages.crawl_images.sources import page_url, source_candidates, unmatched_local_files
 from stages.crawl_images.store import Keeper, clean_store, staging
 
 if TYPE_CHECKING:
@@ -165,6 +165,22 @@ def no_image_warning(images: pd.DataFrame, source: str) -> str | None:
     return line
 
 
+def unmatched_file_line(cfg: CrawlConfig, concepts: list[str], shown: int = 10) -> str | None:
+    """With ``crawl.source: local``, one console line naming the image files of ``crawl.local_dir``
+    that match no concept of ``concepts`` (every concept of ``concept_filter``, profane ones included,
+    so a file for a profane concept is not called unmatched), at most ``shown`` names; else None."""
+    if cfg.source != "local":
+        return None
+    files = unmatched_local_files(concepts, Path(cfg.local_dir))
+    if not files:
+        return None
+    names = ", ".join(files[:shown]) + (f" and {len(files) - shown} more" if len(files) > shown else "")
+    return (
+        f"crawl_images: {len(files)} image file(s) in crawl.local_dir {cfg.local_dir} match no concept and are "
+        f"not used: {names} (a file is named <concept>.<ext> with the concept's own spelling)"
+    )
+
+
 def reduce(params: Params, results: list[dict[str, int]]) -> dict[str, Any]:
     """Register all partitions' journaled results into the ``candidates`` and ``images`` tables;
     compact the journal. Returns the metrics (the runner writes them): source, concepts,
@@ -188,6 +204,9 @@ def reduce(params: Params, results: list[dict[str, int]]) -> dict[str, Any]:
     warning = no_image_warning(images, cfg.source)
     if warning:
         print(warning, file=sys.stderr, flush=True)
+    unused = unmatched_file_line(cfg, list(cf["concept"]))
+    if unused:
+        print(unused, file=sys.stderr, flush=True)
     return {
         "source": cfg.source,
         "concepts": len(images),
