@@ -29,7 +29,8 @@ objective divided by the rows, leaves them ~0.03-0.17 away on AfLite's release f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -50,7 +51,8 @@ class BatchedFit:
 
     def decision_function(self, x: np.ndarray) -> np.ndarray:
         """(n, k) decision values ``x @ coef.T + intercept``, computed in x's float dtype (x: (n, d))."""
-        return x @ self.coef.T.astype(x.dtype) + self.intercept.astype(x.dtype)
+        out: np.ndarray = x @ self.coef.T.astype(x.dtype) + self.intercept.astype(x.dtype)
+        return out
 
 
 def _softplus_sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +74,256 @@ def gram(x: np.ndarray) -> np.ndarray:
 
 
 def _dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->j", a, b)
+    """(m,) column-wise dot products of two (p, m) matrices."""
+    out: np.ndarray = np.einsum("ij,ij->j", a, b)
+    return out
+
+
+def _forward(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(m, n) decision values ``(X1 @ v)^T`` in x's dtype (one GEMM): ``v`` (d+1, m) holds
+    [coef; intercept] columns, x is (n, d)."""
+    d, dt = x.shape[1], x.dtype
+    out: np.ndarray = v[:d].T.astype(dt) @ x.T + v[d].astype(dt)[:, None]
+    return out
+
+
+class _Segments(NamedTuple):
+    """Where the active columns' training entries are: ``ent`` their indices in the flat arrays,
+    ``pos`` their flat positions in a (len(cols), n) matrix, ``starts`` each column's first entry
+    among ``ent`` and ``lens`` its number of entries ((len(cols),) each)."""
+
+    ent: np.ndarray
+    pos: np.ndarray
+    starts: np.ndarray
+    lens: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Every classifier's training entries, flat and grouped by classifier: ``rows_of[c]`` are
+    classifier c's row indices, entries ``off[c]:off[c + 1]`` of the flat arrays are its, ``yf``
+    their float64 labels; ``n`` rows in all."""
+
+    rows_of: list[np.ndarray]
+    off: np.ndarray
+    yf: np.ndarray
+    n: int
+
+    @classmethod
+    def of(cls, masks: np.ndarray, yb: np.ndarray) -> _Rows:
+        """The training entries of ``masks`` ((n, k) bool), labelled by ``yb`` ((n,) bool)."""
+        rows_of = [np.flatnonzero(masks[:, c]) for c in range(masks.shape[1])]
+        off = np.concatenate([[0], np.cumsum([len(r) for r in rows_of])])
+        yf = yb[np.concatenate(rows_of)].astype(np.float64)
+        return cls(rows_of, off, yf, masks.shape[0])
+
+    def layout(self, cols: np.ndarray) -> _Segments:
+        """The :class:`_Segments` of the active ``cols`` (ascending int array)."""
+        off, n = self.off, self.n
+        ent = np.concatenate([np.arange(off[c], off[c + 1]) for c in cols])
+        pos = np.concatenate([j * n + self.rows_of[c] for j, c in enumerate(cols)])
+        lens = off[cols + 1] - off[cols]
+        return _Segments(ent, pos, np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+
+
+@dataclass
+class _Iterate:
+    """The current solution and what the loss needs of it (updated in place): ``theta`` (d+1, k)
+    float64 [coef; intercept] per classifier, and per flat training entry its decision value ``z``,
+    ``sp`` = softplus(z) and ``sig`` = sigmoid(z) (float64)."""
+
+    theta: np.ndarray
+    z: np.ndarray
+    sp: np.ndarray
+    sig: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """What stays fixed during a fit: the (n, d) features ``x``, ``C``, the training :class:`_Rows`
+    and the (d+1, d+1) float64 inverse preconditioner ``h0inv`` = H0^-1."""
+
+    x: np.ndarray
+    C: float
+    rows: _Rows
+    h0inv: np.ndarray
+
+    def grad(self, it: _Iterate, cols: np.ndarray, seg: _Segments) -> np.ndarray:
+        """(d+1, len(cols)) float64 gradient of f_c at ``it`` for the active ``cols`` (``seg`` their
+        layout): one backward GEMM ``X^T R`` in x's dtype, the intercept's row summed in float64."""
+        n, d = self.x.shape
+        r = it.sig[seg.ent] - self.rows.yf[seg.ent]
+        dense = np.zeros((len(cols), n), dtype=self.x.dtype)
+        dense.ravel()[seg.pos] = r
+        g = np.empty((d + 1, len(cols)))
+        g[:d] = self.C * (dense @ self.x).T + it.theta[:d, cols]
+        g[d] = self.C * np.add.reduceat(r, seg.starts)
+        return g
+
+    def converged(self, g: np.ndarray, tol: float) -> np.ndarray:
+        """(m,) bool: the Newton decrement ``sqrt(g^T H0^-1 g)`` of each (d+1, m) gradient column of
+        ``g`` is <= ``tol``."""
+        out: np.ndarray = np.sqrt(np.maximum(_dots(g, self.h0inv @ g), 0)) <= tol
+        return out
+
+
+@dataclass
+class _History:
+    """The last ``size`` L-BFGS pairs ``s``, ``y`` ((d+1, k) float64 each) and ``rho`` ((k,));
+    columns a pair did not update hold zeros and rho 0 there (no-ops in the recursion)."""
+
+    size: int
+    k: int
+    s: list[np.ndarray] = field(default_factory=list)
+    y: list[np.ndarray] = field(default_factory=list)
+    rho: list[np.ndarray] = field(default_factory=list)
+
+    def direction(self, gc: np.ndarray, cols: np.ndarray, h0inv: np.ndarray) -> np.ndarray:
+        """(d+1, len(cols)) L-BFGS direction ``-H g`` for the gradient columns ``gc`` of ``cols``: the
+        two-loop recursion (Nocedal & Wright Algorithm 7.4), ``h0inv`` as the initial matrix."""
+        q = gc.copy()
+        alphas = []
+        for s, yv, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
+            a = rho[cols] * _dots(s[:, cols], q)
+            q -= a * yv[:, cols]
+            alphas.append(a)
+        r: np.ndarray = h0inv @ q
+        for s, yv, rho, a in zip(self.s, self.y, self.rho, reversed(alphas)):
+            r += (a - rho[cols] * _dots(yv[:, cols], r)) * s[:, cols]
+        return -r
+
+    def push(self, s_new: np.ndarray, y_new: np.ndarray, accepted: np.ndarray, cols: np.ndarray) -> None:
+        """Append the step ``s_new`` and gradient change ``y_new`` ((d+1, len(cols)) each) of ``cols``,
+        kept where the step was ``accepted`` and the curvature ``s^T y`` is positive (relative to
+        1e-12); drop the oldest pair past ``size``."""
+        sy = _dots(s_new, y_new)
+        ok = accepted & (sy > 1e-12 * np.sqrt(_dots(s_new, s_new) * _dots(y_new, y_new)))
+        for lst, v in ((self.s, s_new), (self.y, y_new)):
+            full = np.zeros((s_new.shape[0], self.k))
+            full[:, cols[ok]] = v[:, ok]
+            lst.append(full)
+        rho = np.zeros(self.k)
+        rho[cols[ok]] = 1 / sy[ok]
+        self.rho.append(rho)
+        if len(self.s) > self.size:
+            self.s.pop(0), self.y.pop(0), self.rho.pop(0)
+
+
+def _training_totals(x: np.ndarray, y: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``y`` as (n,) bool and the (k,) number of training rows per column of ``masks``.
+
+    Raises:
+        ValueError: shapes disagree, masks has no column, or a column's rows hold a single label.
+    """
+    n = x.shape[0]
+    if masks.ndim != 2 or y.shape != (n,) or masks.shape[0] != n:
+        raise ValueError(f"x {x.shape}, y {y.shape} and masks {masks.shape} disagree on the rows")
+    if masks.shape[1] == 0:
+        raise ValueError("masks has no column: nothing to fit (the caller skips an empty batch)")
+    yb = y.astype(bool)
+    npos, ntot = (masks & yb[:, None]).sum(axis=0), masks.sum(axis=0)
+    if np.any(npos == 0) or np.any(npos == ntot):
+        raise ValueError("every classifier needs training rows of both labels")
+    return yb, ntot
+
+
+def _inverse_preconditioner(x: np.ndarray, ntot: np.ndarray, C: float, x_gram: np.ndarray | None) -> np.ndarray:
+    """(d+1, d+1) float64 symmetric ``H0^-1``, ``H0 = C * 0.25 * frac * X1^T X1 + diag(1, ..., 1, 0)``
+    with ``frac`` = the mean training share of the k = len(ntot) columns (module docstring)."""
+    n, d = x.shape
+    k = len(ntot)
+    h0 = C * 0.25 * float(ntot.sum()) / (n * k) * (gram(x) if x_gram is None else x_gram)
+    h0[np.arange(d), np.arange(d)] += 1.0
+    with threadpool_limits(1):  # small LAPACK calls: 2 threads on a busy 2-core machine ran 40x slower
+        h0inv = np.linalg.inv(h0)
+    out: np.ndarray = (h0inv + h0inv.T) / 2
+    return out
+
+
+def _start(problem: _Problem, init: np.ndarray | None, k: int) -> _Iterate:
+    """The :class:`_Iterate` at ``init`` ((d+1,) or (d+1, k) [coef, intercept]; zeros when None)."""
+    p = problem.x.shape[1] + 1
+    theta = np.zeros((p, k))
+    if init is not None:
+        theta += np.asarray(init, dtype=np.float64).reshape(p, -1)
+    zt_all = _forward(problem.x, theta)  # (k, n)
+    z = np.concatenate([zt_all[c, r] for c, r in enumerate(problem.rows.rows_of)]).astype(np.float64)
+    del zt_all
+    sp, sig = _softplus_sigmoid(z)
+    return _Iterate(theta, z, sp, sig)
+
+
+def _descent_direction(
+    gc: np.ndarray, cols: np.ndarray, hist: _History, h0inv: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (d+1, len(cols)) L-BFGS direction for gradient columns ``gc`` and its (len(cols),) slopes
+    ``g . dir``; a column whose direction is no descent (rounding) takes ``-H0^-1 g`` instead."""
+    direction = hist.direction(gc, cols, h0inv)
+    slope = _dots(gc, direction)
+    bad = slope >= 0
+    if bad.any():
+        direction[:, bad] = -(h0inv @ gc[:, bad])
+        slope[bad] = _dots(gc[:, bad], direction[:, bad])
+    return direction, slope
+
+
+def _line_search(
+    problem: _Problem,
+    it: _Iterate,
+    cols: np.ndarray,
+    direction: np.ndarray,
+    slope: np.ndarray,
+    seg: _Segments,
+    dz: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Backtracking (Armijo, c1 = 1e-4, halving, at most 40 tries) along ``direction`` from ``it``
+    for the active ``cols``; ``dz`` is the direction's change of each entry's decision value.
+
+    Returns:
+        (len(cols),) float64 steps (0.0 where no decrease was found at float precision) and
+        (len(cols),) bool ``accepted``.
+    """
+    d, C = problem.x.shape[1], problem.C
+    w, dw = it.theta[:d, cols], direction[:d]
+    wdw, dwdw = _dots(w, dw), _dots(dw, dw)
+    step = np.ones(len(cols))
+    accepted = np.zeros(len(cols), dtype=bool)
+    ze, spe, ye = it.z[seg.ent], it.sp[seg.ent], problem.rows.yf[seg.ent]
+    for _ls in range(40):
+        t = np.repeat(step, seg.lens)
+        z_new = ze + t * dz
+        sp_new, sig_new = _softplus_sigmoid(z_new)
+        # f(theta + step * dir) - f(theta) as a sum of small differences (exact to float64)
+        df = C * np.add.reduceat(sp_new - spe - ye * (t * dz), seg.starts) + step * wdw + 0.5 * step**2 * dwdw
+        accepted |= df <= 1e-4 * step * slope
+        if accepted.all():
+            break
+        step[~accepted] *= 0.5
+    step[~accepted] = 0.0  # no decrease found at float precision: leave the column where it is
+    return step, accepted
+
+
+def _iteration(
+    problem: _Problem, it: _Iterate, hist: _History, gc: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One L-BFGS iteration of the active ``cols`` (gradient columns ``gc``): direction, line search,
+    then ``it`` and ``hist`` updated in place.
+
+    Returns:
+        The (d+1, len(cols)) new gradient columns and the (len(cols),) bool ``accepted``.
+    """
+    direction, slope = _descent_direction(gc, cols, hist, problem.h0inv)
+    seg = problem.rows.layout(cols)
+    dz = _forward(problem.x, direction).ravel()[seg.pos].astype(np.float64)
+    step, accepted = _line_search(problem, it, cols, direction, slope, seg, dz)
+    t = np.repeat(step, seg.lens)
+    it.z[seg.ent] = it.z[seg.ent] + t * dz
+    it.sp[seg.ent], it.sig[seg.ent] = _softplus_sigmoid(it.z[seg.ent])
+    s_new = step * direction
+    it.theta[:, cols] += s_new
+    g_new = problem.grad(it, cols, seg)
+    hist.push(s_new, g_new - gc, accepted, cols)
+    return g_new, accepted
 
 
 def fit_logistic_batched(
@@ -104,119 +355,23 @@ def fit_logistic_batched(
     Raises:
         ValueError: shapes disagree, or a column's training rows hold a single label.
     """
-    n, d = x.shape
-    if masks.ndim != 2 or y.shape != (n,) or masks.shape[0] != n:
-        raise ValueError(f"x {x.shape}, y {y.shape} and masks {masks.shape} disagree on the rows")
-    k = masks.shape[1]
-    if k == 0:
-        raise ValueError("masks has no column: nothing to fit (the caller skips an empty batch)")
-    yb = y.astype(bool)
-    npos, ntot = (masks & yb[:, None]).sum(axis=0), masks.sum(axis=0)
-    if np.any(npos == 0) or np.any(npos == ntot):
-        raise ValueError("every classifier needs training rows of both labels")
-    dt = x.dtype
-    p = d + 1
-    h0 = C * 0.25 * float(ntot.sum()) / (n * k) * (gram(x) if x_gram is None else x_gram)
-    h0[np.arange(d), np.arange(d)] += 1.0
-    with threadpool_limits(1):  # small LAPACK calls: 2 threads on a busy 2-core machine ran 40x slower
-        h0inv = np.linalg.inv(h0)
-    h0inv = (h0inv + h0inv.T) / 2
-
-    # training entries, flat and grouped by classifier: rows[off[c]:off[c + 1]] are classifier c's
-    rows_of = [np.flatnonzero(masks[:, c]) for c in range(k)]
-    off = np.concatenate([[0], np.cumsum([len(r) for r in rows_of])])
-    yf = yb[np.concatenate(rows_of)].astype(np.float64)
-    theta = np.zeros((p, k))
-    if init is not None:
-        theta += np.asarray(init, dtype=np.float64).reshape(p, -1)
-    zt_all = theta[:d].T.astype(dt) @ x.T + theta[d].astype(dt)[:, None]  # (k, n)
-    z = np.concatenate([zt_all[c, r] for c, r in enumerate(rows_of)]).astype(np.float64)
-    del zt_all
-    sp, sig = _softplus_sigmoid(z)
-
-    def layout(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For the active ``cols``: their entries in the flat arrays, the entries' flat positions
-        in a (len(cols), n) matrix, segment starts, and segment lengths."""
-        ent = np.concatenate([np.arange(off[c], off[c + 1]) for c in cols])
-        pos = np.concatenate([j * n + rows_of[c] for j, c in enumerate(cols)])
-        lens = off[cols + 1] - off[cols]
-        return ent, pos, np.concatenate([[0], np.cumsum(lens)[:-1]]), lens
-
-    def grad(cols: np.ndarray, ent: np.ndarray, pos: np.ndarray, starts: np.ndarray) -> np.ndarray:
-        r = sig[ent] - yf[ent]
-        dense = np.zeros((len(cols), n), dtype=dt)
-        dense.ravel()[pos] = r
-        g = np.empty((p, len(cols)))
-        g[:d] = C * (dense @ x).T + theta[:d, cols]
-        g[d] = C * np.add.reduceat(r, starts)
-        return g
-
+    yb, ntot = _training_totals(x, y, masks)
+    d, k = x.shape[1], masks.shape[1]
+    problem = _Problem(x, C, _Rows.of(masks, yb), _inverse_preconditioner(x, ntot, C, x_gram))
+    it = _start(problem, init, k)
     cols = np.arange(k)
-    g = grad(cols, *layout(cols)[:3])
-    s_hist: list[np.ndarray] = []  # (p, k) pairs; columns not updated hold zeros and rho 0 (no-ops)
-    y_hist: list[np.ndarray] = []
-    rho_hist: list[np.ndarray] = []
+    g = problem.grad(it, cols, problem.rows.layout(cols))
+    hist = _History(history, k)
     n_iter = np.zeros(k, dtype=np.int64)
-    converged = np.sqrt(np.maximum(_dots(g, h0inv @ g), 0)) <= tol
+    converged = problem.converged(g, tol)
     stuck = np.zeros(k, dtype=bool)
     for _ in range(max_iter):
         cols = np.flatnonzero(~converged & ~stuck)
         if len(cols) == 0:
             break
-        gc = g[:, cols]
-        q = gc.copy()  # two-loop recursion (Nocedal & Wright Algorithm 7.4), H0^-1 as initial matrix
-        alphas = []
-        for s, yv, rho in zip(reversed(s_hist), reversed(y_hist), reversed(rho_hist)):
-            a = rho[cols] * _dots(s[:, cols], q)
-            q -= a * yv[:, cols]
-            alphas.append(a)
-        r = h0inv @ q
-        for s, yv, rho, a in zip(s_hist, y_hist, rho_hist, reversed(alphas)):
-            r += (a - rho[cols] * _dots(yv[:, cols], r)) * s[:, cols]
-        direction = -r
-        slope = _dots(gc, direction)
-        bad = slope >= 0  # not a descent direction (rounding): the preconditioned gradient instead
-        if bad.any():
-            direction[:, bad] = -(h0inv @ gc[:, bad])
-            slope[bad] = _dots(gc[:, bad], direction[:, bad])
-        ent, pos, starts, lens = layout(cols)
-        dz = (direction[:d].T.astype(dt) @ x.T + direction[d].astype(dt)[:, None]).ravel()[pos].astype(np.float64)
-        w, dw = theta[:d, cols], direction[:d]
-        wdw, dwdw = _dots(w, dw), _dots(dw, dw)
-        step = np.ones(len(cols))
-        accepted = np.zeros(len(cols), dtype=bool)
-        ze, spe, ye = z[ent], sp[ent], yf[ent]
-        for _ls in range(40):  # backtracking (Armijo, c1 = 1e-4), halving
-            t = np.repeat(step, lens)
-            z_new = ze + t * dz
-            sp_new, sig_new = _softplus_sigmoid(z_new)
-            # f(theta + step * dir) - f(theta) as a sum of small differences (exact to float64)
-            df = C * np.add.reduceat(sp_new - spe - ye * (t * dz), starts) + step * wdw + 0.5 * step**2 * dwdw
-            accepted |= df <= 1e-4 * step * slope
-            if accepted.all():
-                break
-            step[~accepted] *= 0.5
-        step[~accepted] = 0.0  # no decrease found at float precision: leave the column where it is
+        g_new, accepted = _iteration(problem, it, hist, g[:, cols], cols)
         stuck[cols[~accepted]] = True
-        t = np.repeat(step, lens)
-        z[ent] = ze + t * dz
-        sp[ent], sig[ent] = _softplus_sigmoid(z[ent])
-        s_new = step * direction
-        theta[:, cols] += s_new
-        g_new = grad(cols, ent, pos, starts)
-        y_new = g_new - gc
-        sy = _dots(s_new, y_new)
-        ok = accepted & (sy > 1e-12 * np.sqrt(_dots(s_new, s_new) * _dots(y_new, y_new)))
-        for lst, v in ((s_hist, s_new), (y_hist, y_new)):
-            full = np.zeros((p, k))
-            full[:, cols[ok]] = v[:, ok]
-            lst.append(full)
-        rho = np.zeros(k)
-        rho[cols[ok]] = 1 / sy[ok]
-        rho_hist.append(rho)
-        if len(s_hist) > history:
-            s_hist.pop(0), y_hist.pop(0), rho_hist.pop(0)
         g[:, cols] = g_new
         n_iter[cols] += 1
-        converged[cols] = np.sqrt(np.maximum(_dots(g_new, h0inv @ g_new), 0)) <= tol
-    return BatchedFit(theta[:d].T.copy(), theta[d].copy(), n_iter, converged, stuck & ~converged)
+        converged[cols] = problem.converged(g_new, tol)
+    return BatchedFit(it.theta[:d].T.copy(), it.theta[d].copy(), n_iter, converged, stuck & ~converged)
