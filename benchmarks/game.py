@@ -218,7 +218,7 @@ def load_row(players: int, seconds: float, think: tuple[float, float]) -> dict[s
 
 
 def rival_alone(n: int) -> tuple[dict[str, Any], str]:
-    from gavil.game import game_sets
+    from gavil.game.launch import game_sets
     from gavil.game.rival import load_rival
     from gavil.params import load_params
 

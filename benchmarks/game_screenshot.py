@@ -22,7 +22,7 @@ from playwright.sync_api import expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gavil.game import build_game  # noqa: E402
+from gavil.game.launch import build_game  # noqa: E402
 from gavil.game.web import create_app  # noqa: E402
 from gavil.params import Params  # noqa: E402
 from tests.helpers import CHROMIUM_MISSING, find_chromium, game_project  # noqa: E402

@@ -246,7 +246,7 @@ def game(
         return
     import uvicorn
 
-    from gavil.game import build_game
+    from gavil.game.launch import build_game
     from gavil.game.web import create_app
     from gavil.params import load_params
 
@@ -282,7 +282,7 @@ app.add_typer(round_app, name="round")
 
 
 def _store(params: str) -> Path:
-    from gavil.game.store import store_file
+    from gavil.gamestore.store import store_file
     from gavil.params import load_params
 
     return store_file(Path(params).parent / load_params(params).game.store_dir)

@@ -13,12 +13,11 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from gavil.domain.flags import FLAG_CATEGORIES, FLAG_STATES, MAX_FLAG_TEXT, REVIEW_DECISIONS
+from gavil.domain.gold import GOLD_STATUSES
 from gavil.domain.vocabulary import CANDIDATE_SIZES
 from schemas import StrictModel, exact, list_field
 
 DATASETS = ["game", "swow_baseline"]
-#: A game solver's gold check (:func:`gavil.game.gold.gold_status`; docs/dynamic.md "Solver checks (gold items)").
-GOLD_STATUSES = ["passed", "failed_gold_check", "gold_pending", "not_checked"]
 ORIGINS = ["release", "raw"]
 
 

@@ -221,7 +221,7 @@ def game_project(dest: Path, images: list[str] = GAME_IMAGES, open_round: bool =
     (dest / "data/game").mkdir(parents=True, exist_ok=True)
     if open_round:
         from gavil.game.rounds import open_round as open_
-        from gavil.game.store import store_file
+        from gavil.gamestore.store import store_file
         from gavil.params import Params
 
         open_(store_file(dest / "data/game"), Params(), "rival", now=1.0)
@@ -286,7 +286,7 @@ def old_store(path: Path, version: int) -> sqlite3.Connection:
     """An empty game store as schema ``version`` left it (its migration steps, as the old code ran
     them; version 1 with ``user_version`` 0, as the first release wrote it), open in autocommit
     mode for the test to fill with that version's rows."""
-    from gavil.game.migrations import MIGRATIONS
+    from gavil.gamestore.migrations import MIGRATIONS
 
     con = sqlite3.connect(path, isolation_level=None)
     for v in range(version):

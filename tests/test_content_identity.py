@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gavil.game.store import connect, store_file
+from gavil.gamestore.store import connect, store_file
 from stages.import_annotations import import_all
 from stages.select_instances import select, update_ledger
 from tests.helpers import MTURK_COLUMNS

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from playwright import sync_api
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.web import create_app
 from gavil.params import load_params
 from gavil.pipeline import catalog

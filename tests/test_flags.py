@@ -16,12 +16,12 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from gavil.cli import app
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
 from gavil.game.service import Game
-from gavil.game.store import SCHEMA_VERSION, StoreTooNew, connect, read_submissions, store_file
 from gavil.game.variant import VariantInstance
 from gavil.game.web import create_app
+from gavil.gamestore.store import SCHEMA_VERSION, StoreTooNew, connect, read_submissions, store_file
 from gavil.pipeline import catalog
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
-from gavil.game.store import store_file
 from gavil.game.web import create_app
+from gavil.gamestore.store import store_file
 from gavil.params import Params
 from stages.import_annotations import import_all
 from stages.select_instances import select
@@ -277,6 +277,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_kill_9_loses_no_acknowledged_submission(project):
     """The real server (`gavil game`) killed with SIGKILL while players submit: every answer it
     acknowledged is in the store afterwards, and the store opens cleanly."""

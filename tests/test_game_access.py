@@ -22,10 +22,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
-from gavil.game.store import GameStoreError, connect, read_submissions
 from gavil.game.web import create_app
+from gavil.gamestore.store import GameStoreError, connect, read_submissions
 from gavil.params import Params
 from stages.import_annotations import import_all
 from tests.helpers import ROOT, game_project
@@ -340,8 +340,8 @@ def test_display_names_that_read_alike_are_taken(project):
 def test_a_version_2_store_is_migrated_and_its_twins_keep_their_rows(tmp_path):
     import sqlite3
 
-    from gavil.game.migrations import MIGRATIONS
-    from gavil.game.store import SCHEMA_VERSION
+    from gavil.gamestore.migrations import MIGRATIONS
+    from gavil.gamestore.store import SCHEMA_VERSION
 
     path = tmp_path / "game.sqlite"
     con = sqlite3.connect(path, isolation_level=None)

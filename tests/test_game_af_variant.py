@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from starlette.testclient import TestClient
 
-from gavil.game import build_game
-from gavil.game.store import store_file
+from gavil.game.launch import build_game
 from gavil.game.web import create_app
+from gavil.gamestore.store import store_file
 from gavil.pipeline import catalog
 from stages.import_annotations import import_all
 from stages.select_instances import select

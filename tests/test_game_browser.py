@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright import sync_api  # a test dependency ([test] extra): these tests run, never skip
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.params import Params

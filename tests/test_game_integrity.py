@@ -15,11 +15,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
 from gavil.game.service import Game
-from gavil.game.store import SCHEMA_VERSION, StoreTooNew, read_submissions, store_file
 from gavil.game.web import create_app
+from gavil.gamestore.store import SCHEMA_VERSION, StoreTooNew, read_submissions, store_file
 from gavil.params import Params
 from stages.import_annotations import import_all
 from stages.select_instances import select

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from starlette.testclient import TestClient
 
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
 from gavil.game.web import MAX_BODY, create_app
 from gavil.params import Params

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gavil.game.store import SCHEMA_VERSION, GameStoreError, connect, read_submissions, store_file
+from gavil.gamestore.store import SCHEMA_VERSION, GameStoreError, connect, read_submissions, store_file
 from gavil.params.game import GoldParams
 from stages.import_annotations import import_all
 from tests.helpers import ROOT
@@ -284,6 +284,7 @@ def test_reading_a_wal_store_while_the_game_holds_it_open(tmp_path):
     assert len(creations) == 2 and len(solves) == 4
 
 
+@pytest.mark.slow
 def test_gavil_stage_prints_one_line_and_exits_2(tmp_path):
     """Through the CLI: exit 2, the store named, no traceback, the previous tables kept."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())

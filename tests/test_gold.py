@@ -16,11 +16,11 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from gavil.cli import app
-from gavil.game import build_game
-from gavil.game.gold import gold_status
+from gavil.domain.gold import gold_status
+from gavil.game.launch import build_game
 from gavil.game.service import Game
-from gavil.game.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.game.web import create_app
+from gavil.gamestore.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.params import Params
 from gavil.params.game import GoldParams
 from gavil.pipeline import catalog
@@ -299,7 +299,7 @@ def test_annotator_stats_show_gold_accuracy_and_gavil_query_reads_them(project, 
 
 
 def test_build_game_refuses_too_few_gold_items(project, games):
-    from gavil.game import TooFewGoldItems
+    from gavil.game.launch import TooFewGoldItems
 
     with pytest.raises(TooFewGoldItems, match="game.gold.items = 5"):
         Server(project, games, params(items=5))

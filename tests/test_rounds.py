@@ -13,12 +13,12 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from gavil.cli import app
-from gavil.game import build_game
+from gavil.game.launch import build_game
 from gavil.game.rival import Rival
 from gavil.game.rounds import RoundError, close_round, list_rounds, open_round
 from gavil.game.service import NO_ROUND, Game
-from gavil.game.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.game.web import create_app
+from gavil.gamestore.store import SCHEMA_VERSION, connect, read_submissions, store_file
 from gavil.params import Params
 from tests.helpers import ROOT, game_project, old_store
 

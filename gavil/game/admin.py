@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from gavil.domain.privacy import hash_annotator
-from gavil.game.review import FlagRecord, read_flags
-from gavil.game.store import read_submissions
+from gavil.gamestore.review import FlagRecord, read_flags
+from gavil.gamestore.store import read_submissions
 
 #: Rows by table name (``creations``, ``solves``, ``flags``), each row a JSON-ready dict.
 Records = dict[str, list[dict[str, object]]]
@@ -17,7 +17,10 @@ Records = dict[str, list[dict[str, object]]]
 def submissions(db: sqlite3.Connection, key: bytes) -> Records:
     """Every creation and solve of the store ``db``, player ids replaced by their keyed hashes (as
     the import does)."""
-    h = lambda pid: hash_annotator(pid, key)  # noqa: E731
+
+    def h(pid: str) -> str:
+        return hash_annotator(pid, key)
+
     creations = [
         {**{k: r[k] for k in r.keys() if k != "spymaster_id"}, "spymaster": h(r["spymaster_id"])}
         for r in db.execute("SELECT * FROM creations ORDER BY seq")
@@ -30,7 +33,7 @@ def submissions(db: sqlite3.Connection, key: bytes) -> Records:
 
 
 def flag_records(flags: dict[str, list[FlagRecord]], key: bytes) -> list[dict[str, object]]:
-    """Every flag with its review (:class:`gavil.game.review.FlagRecord`), by ``flag_id``, the
+    """Every flag with its review (:class:`gavil.gamestore.review.FlagRecord`), by ``flag_id``, the
     player's id replaced by its keyed hash (``player``)."""
     rows = sorted((f for fs in flags.values() for f in fs), key=lambda f: f["flag_id"])
     return [
@@ -46,7 +49,10 @@ def export(store: Path, key: bytes) -> Records:
     ``import_annotations`` reads, shareable without player ids; and ``flags``, every player's flag
     with its review (:func:`flag_records`)."""
     creations, solves = read_submissions(store)
-    h = lambda pid: hash_annotator(pid, key)  # noqa: E731
+
+    def h(pid: str) -> str:
+        return hash_annotator(pid, key)
+
     fields = (
         "instance_id",
         "task_id",

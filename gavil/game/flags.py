@@ -1,5 +1,5 @@
 """Players' flags and the admin's review, over the game's store (``flags``, ``flag_reviews``:
-:mod:`gavil.game.store`; the rule: :mod:`gavil.domain.flags`; docs/dynamic.md "Flags and review").
+:mod:`gavil.gamestore.store`; the rule: :mod:`gavil.domain.flags`; docs/dynamic.md "Flags and review").
 
 - :func:`flag` (``POST /api/flag``): a player flags an association **they were served**: one they
   hold a solve lease on (live or expired, not yet cleared) or answered, or one they flagged
@@ -7,7 +7,7 @@
   creation, gets the same 404, so no id's existence shows. One flag per player and association.
   The flagger's lease on it is released in the same transaction, so the next solve task is
   another association; from then on the game serves it to no new solver while it is held
-  (:func:`gavil.game.review.held`). A gold item (``game.gold``) is flagged like any association,
+  (:func:`gavil.gamestore.review.held`). A gold item (``game.gold``) is flagged like any association,
   with the same answers, so a flag never tells a player which items are gold: the flag is kept in
   ``gold_flags`` and the flagger's gold lease released; a gold item published from a game creation
   also flags that creation (so the creation is held and reviewed like any flagged one).
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, TypedDict
 
 from gavil.domain.flags import FLAG_CATEGORIES, REVIEW_DECISIONS, association_state, clean_flag_text
 from gavil.domain.privacy import hash_annotator
-from gavil.game.review import read_flags
 from gavil.game.rules import GameError, clean_name
-from gavil.game.store import transaction
+from gavil.gamestore.review import read_flags
+from gavil.gamestore.store import transaction
 
 if TYPE_CHECKING:
     from gavil.game.service import Game

@@ -1,31 +1,15 @@
-"""Solver checks with gold items (``game.gold``; docs/dynamic.md "Solver checks (gold items)").
+"""Serving gold items to players (``game.gold``; docs/dynamic.md "Solver checks (gold items)").
 
-A **gold item** is a published instance (a ``selection`` row with status ``selected``: released
-or collected, with its spymaster's associations) whose every candidate has an accepted image
-(:func:`gold_items`). With ``game.gold.enabled``, a player with fewer than ``game.gold.items`` gold
-answers is served gold items first, through the same endpoints and with the same response keys as
-any association (``POST /api/solve/task``, ``POST /api/solve``): the served ``instance_id`` looks
-like a creation's (``g_`` + 16 hex) and the associations are only revealed in the answer's reply,
-as for every association. Which one: at random among the active gold items the player has not
-answered or flagged, did not create and did not answer as an association of the game.
+With ``game.gold.enabled``, a player with fewer than ``game.gold.items`` gold answers is served
+gold items (:mod:`gavil.gamestore.gold`: what they are and their tables) first, through the same
+endpoints and with the same response keys as any association (``POST /api/solve/task``,
+``POST /api/solve``): the served ``instance_id`` looks like a creation's (``g_`` + 16 hex) and the
+associations are only revealed in the answer's reply, as for every association. Which one: at
+random among the active gold items the player has not answered or flagged, did not create and did
+not answer as an association of the game.
 
-Store tables (schema version 5, :mod:`gavil.game.store`):
-
-- ``gold_items(gold_id, instance_id, source_uid, creation_id, cue, candidates, associations,
-  images, active, added_at)``: ``gold_id`` is ``<dataset>:<ID>`` (the permanent benchmark ID);
-  ``instance_id`` the id players are shown; ``source_uid`` the selection's ``instance_uid``;
-  ``creation_id`` the store's creation it was published from (null: released, or a batch's);
-  ``candidates``/``associations`` JSON lists of names, ``images`` their sha256 in candidate order;
-  ``active`` 0 once the item is no longer published or servable (its answers still count).
-- ``gold_leases(lease_id, gold_id, solver_id, issued_at, expires_at)``: served gold work, like
-  ``leases`` (an answer consumes it in the same transaction; it expires after ``game.lease_s``).
-- ``gold_answers(seq, gold_id, solver_id, selection, jaccard, created_at, lease_id)``: ``jaccard``
-  a fraction against the gold item's associations.
-
-**Who counts** (:func:`gold_status`, the one rule the game and ``import_annotations`` share): a
-solver who answered ``items`` gold items with a mean Jaccard, rounded to 2 places (the release's
-rule for solver means), of at least ``min_jaccard`` has ``passed``; below it, ``failed_gold_check``;
-fewer answers, ``gold_pending``. With the switch on, only answers of solvers who passed count
+**Who counts** is :func:`gavil.domain.gold.gold_status` (the one rule the game and
+``import_annotations`` share). With the switch on, only answers of solvers who passed count
 towards an association's ``select.min_solvers`` answers in the game and its spymaster's
 solvable-by-humans score; with it off every answer counts (``not_checked``).
 """
@@ -36,40 +20,15 @@ import json
 import random
 import secrets
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from statistics import fmean
 from typing import TypedDict
 
-import pandas as pd
-
-from gavil.game.rules import GameError, score_answer
-from gavil.game.store import check_store_path, json_cell, live_lease, read_snapshot, transaction
+from gavil.domain.gold import PASSED, gold_status
+from gavil.domain.rules import score_answer
+from gavil.errors import Conflict
+from gavil.gamestore.store import live_lease, transaction
 from gavil.params.game import GoldParams
-from schemas.annotations import GOLD_STATUSES
 
-PASSED, FAILED, PENDING, NOT_CHECKED = GOLD_STATUSES  # the values of gold_status (gold_checks, annotator_stats)
 _PICK = random.SystemRandom()  # which gold item: unpredictable, so players cannot share a fixed answer list
-
-
-class GoldRecord(TypedDict):
-    """A stored gold item as :func:`read_gold` returns it."""
-
-    gold_id: str
-    source_uid: str
-    cue: str
-    candidates: object  # a JSON value as stored; the import checks it is a list of names
-    associations: object  # likewise
-
-
-class GoldAnswer(TypedDict):
-    """A stored gold answer as :func:`read_gold` returns it (``solver_id`` as stored: not yet hashed)."""
-
-    seq: int
-    gold_id: str
-    solver_id: str
-    selection: object  # a JSON list as stored; the import checks its shape
 
 
 class SolveTask(TypedDict):
@@ -91,49 +50,6 @@ class SolveReply(TypedDict):
     associations: list[int]  # positions, revealed once answered
 
 
-@dataclass(frozen=True)
-class GoldItem:
-    """One published instance servable as a gold item (names in candidate order, one image each)."""
-
-    gold_id: str  # "<dataset>:<ID>"
-    source_uid: str  # the selection's instance_uid
-    cue: str
-    candidates: tuple[str, ...]
-    associations: tuple[str, ...]
-    images: tuple[str, ...]  # sha256 of each candidate's accepted image
-
-    @property
-    def creation_id(self) -> str | None:
-        """The game creation it was published from (``raw:<instance_id>`` uids), else None."""
-        return self.source_uid[4:] if self.source_uid.startswith("raw:") else None
-
-
-def gold_mean(jaccards: Sequence[float]) -> float | None:
-    """Mean of a solver's gold Jaccards (fractions), rounded to 2 places (the release's rule for
-    solver means); None without answers."""
-    return round(fmean(jaccards), 2) if jaccards else None
-
-
-def gold_status(jaccards: Sequence[float], p: GoldParams) -> tuple[str, str | None]:
-    """(status, reason) of a solver whose gold answers scored ``jaccards`` (fractions).
-
-    ``not_checked`` (switch off), ``gold_pending`` (fewer than ``p.items`` answers),
-    ``failed_gold_check`` (:func:`gold_mean` < ``p.min_jaccard``) or ``passed`` (reason None).
-    Reasons are fixed sentences of counts and values (no ids, no times)."""
-    if not p.enabled:
-        return NOT_CHECKED, None
-    n, mean = len(jaccards), gold_mean(jaccards)
-    if n < p.items:
-        return (
-            PENDING,
-            f"{n} of {p.items} gold item(s) answered (game.gold.items): answers count once the solver passes",
-        )
-    assert mean is not None
-    if mean < p.min_jaccard:
-        return FAILED, f"mean Jaccard {mean:.2f} on {n} gold item(s) < game.gold.min_jaccard {p.min_jaccard:g}"
-    return PASSED, None
-
-
 def uncounted(db: sqlite3.Connection, p: GoldParams) -> str:
     """JSON list of the players whose answers do not count now (every player who has not passed;
     ``[]`` with the switch off): for ``s.solver_id NOT IN (SELECT value FROM json_each(?))``."""
@@ -149,43 +65,6 @@ def counted_answers(db: sqlite3.Connection, instance_id: str, p: GoldParams) -> 
     """Answers to creation ``instance_id`` that count (their solvers are not in :func:`uncounted`)."""
     sql = "SELECT COUNT(*) FROM solves WHERE instance_id = ? AND solver_id NOT IN (SELECT value FROM json_each(?))"
     return int(db.execute(sql, (instance_id, uncounted(db, p))).fetchone()[0])
-
-
-def gold_items(selection: pd.DataFrame, images: dict[str, tuple[str, str]]) -> list[GoldItem]:
-    """The published instances of ``selection`` (:class:`schemas.selection.Selection`: status
-    ``selected``) whose every candidate has an accepted image in ``images`` (concept -> (sha256,
-    path), :func:`schemas.ocr.accepted_images`), by dataset and ID."""
-    sel = selection[selection["status"] == "selected"].sort_values(["dataset", "ID"])
-    out = []
-    for uid, ds, iid, cue, cands, assoc in zip(
-        sel["instance_uid"], sel["dataset"], sel["ID"], sel["cue"], sel["candidates"], sel["associations"]
-    ):
-        if all(c in images for c in cands):
-            shas = tuple(images[c][0] for c in cands)
-            out.append(GoldItem(f"{ds}:{int(iid)}", str(uid), str(cue), tuple(cands), tuple(assoc), shas))
-    return out
-
-
-def store_gold(db: sqlite3.Connection, items: Sequence[GoldItem], now: float) -> int:
-    """Make ``items`` the active gold items (new ones added with a fresh serving id; every other
-    stored one deactivated, its answers kept; a stored item whose content differs stays inactive).
-    Returns how many are active."""
-    with transaction(db):
-        db.execute("UPDATE gold_items SET active = 0")
-        for it in items:
-            cands, assoc = (json.dumps(list(v), ensure_ascii=False) for v in (it.candidates, it.associations))
-            shas = json.dumps(list(it.images))
-            old = db.execute("SELECT cue, candidates, associations FROM gold_items WHERE gold_id = ?", (it.gold_id,))
-            row = old.fetchone()
-            if row is None:
-                serve_id = "g_" + secrets.token_hex(8)  # shaped like a creation's instance_id
-                db.execute(
-                    "INSERT INTO gold_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                    (it.gold_id, serve_id, it.source_uid, it.creation_id, it.cue, cands, assoc, shas, now),
-                )
-            elif tuple(row) == (it.cue, cands, assoc):
-                db.execute("UPDATE gold_items SET active = 1, images = ? WHERE gold_id = ?", (shas, it.gold_id))
-        return int(db.execute("SELECT COUNT(*) FROM gold_items WHERE active = 1").fetchone()[0])
 
 
 def in_gold_phase(db: sqlite3.Connection, pid: str, p: GoldParams) -> bool:
@@ -260,45 +139,5 @@ def answer_gold(db: sqlite3.Connection, pid: str, lease_id: str, selection: obje
             )
             db.execute("DELETE FROM gold_leases WHERE lease_id = ?", (lease_id,))
     except sqlite3.IntegrityError:
-        raise GameError(409, "you already solved this association") from None
+        raise Conflict("you already solved this association") from None
     return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
-
-
-def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
-    """(gold items, gold answers) of a store, read-only in one snapshot; two empty lists when
-    nothing is at ``path`` or the store predates version 5. Call it after
-    :func:`gavil.game.store.read_submissions`, which checks the store's integrity and version.
-
-    Items: ``gold_id``, ``source_uid``, ``cue``, ``candidates``, ``associations`` (lists). Answers
-    (store order): ``seq``, ``gold_id``, ``solver_id`` (as stored), ``selection`` (a list).
-
-    Raises:
-        gavil.game.store.GameStoreError: SQLite cannot read it, or a list cell is not JSON text.
-    """
-    path = Path(path)
-    if not check_store_path(path):
-        return [], []
-    with read_snapshot(path) as con:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"gold_items", "gold_answers"} <= tables:
-            return [], []
-        items: list[GoldRecord] = [
-            {
-                "gold_id": r["gold_id"],
-                "source_uid": r["source_uid"],
-                "cue": r["cue"],
-                "candidates": json_cell(path, "gold_items", r["gold_id"], "candidates", r["candidates"]),
-                "associations": json_cell(path, "gold_items", r["gold_id"], "associations", r["associations"]),
-            }
-            for r in con.execute("SELECT * FROM gold_items ORDER BY gold_id")
-        ]
-        answers: list[GoldAnswer] = [
-            {
-                "seq": r["seq"],
-                "gold_id": r["gold_id"],
-                "solver_id": r["solver_id"],
-                "selection": json_cell(path, "gold_answers", f"seq {r['seq']}", "selection", r["selection"]),
-            }
-            for r in con.execute("SELECT seq, gold_id, solver_id, selection FROM gold_answers ORDER BY seq")
-        ]
-        return items, answers

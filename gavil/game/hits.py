@@ -32,7 +32,7 @@ from pathlib import Path
 
 from gavil.domain.vocabulary import K_LIMITS
 from gavil.errors import GavilError
-from gavil.game import game_sets
+from gavil.game.launch import game_sets
 from gavil.io import csv_writer
 from gavil.params import Params
 
@@ -108,7 +108,10 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
     sets, paths = game_sets(Path("."))
     out.mkdir(parents=True, exist_ok=True)
     files = _copy_images(paths, out)
-    url = lambda sha: image_url + files[sha]  # noqa: E731
+
+    def url(sha: str) -> str:
+        return image_url + files[sha]
+
     cands = _field(cols["candidates"])
     written = [out / "creation_tasks.csv", out / "creation.html"]
     with open(written[0], "w", newline="", encoding="utf-8") as f:

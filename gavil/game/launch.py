@@ -1,15 +1,9 @@
-"""The collection game (``gavil game``; docs/game.md): a tool, not a stage.
+"""Starting the collection game (``gavil game``, ``gavil game-hits``): the playable candidate sets
+(:func:`game_sets`), the secrets (:func:`secret_from_env`), and the :class:`Game` over a project
+(:func:`build_game`), with the ``swow_af`` variant and the gold items it serves.
 
-Spymasters give a one-word cue for a candidate set and mark K images; the rival model predicts K
-(in a background thread) and the spymaster sees the fool-the-AI score; other players solve the
-association they are served. Players join with an operator-issued single-use invitation (or, opt-in,
-one shared code). Submissions go
-to the SQLite store (:mod:`gavil.game.store`), which ``import_annotations`` reads. Modules:
-:mod:`.service` (rules), :mod:`.rules` (request checks that need no store), :mod:`.migrations`
-(the store's tables, version by version), :mod:`.rounds`
-(collection rounds), :mod:`.flags` (players' flags and the admin's review; :mod:`.review` reads them
-back), :mod:`.gold` (solver checks), :mod:`.rival` (the model), :mod:`.web` (HTTP), :mod:`.hits` (crowd task files). It reads the project's tables (``candidate_sets``, ``ocr``, the ``embeddings``
-cache) through the catalog and imports no stage module.
+It reads the project's tables (``candidate_sets``, ``ocr``, ``selection``, ``af_instances``, the
+``embeddings`` cache) through the catalog and imports no stage module.
 """
 
 from __future__ import annotations
@@ -22,17 +16,15 @@ from pathlib import Path
 from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
-from gavil.game.gold import gold_items, store_gold
 from gavil.game.rival import Rival, load_rival
 from gavil.game.rounds import check_rival, current_round
-from gavil.game.service import CandidateSet, Game, GameError
-from gavil.game.store import connect, store_file
+from gavil.game.service import CandidateSet, Game
 from gavil.game.variant import VariantInstance
+from gavil.gamestore.gold import gold_items, store_gold
+from gavil.gamestore.store import connect, store_file
 from gavil.params import Params
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
-
-__all__ = ["CandidateSet", "Game", "GameError", "Rival", "build_game", "game_sets", "secret_from_env"]
 
 
 class NoCandidateSets(GavilError):
@@ -125,7 +117,7 @@ class TooFewGoldItems(GavilError):
 
 def serve_gold(game: Game, root: Path = Path(".")) -> dict[str, Path]:
     """Store the published instances whose every candidate has an accepted image (``selection``
-    status selected, ``ocr``) as the active gold items (:func:`gavil.game.gold.store_gold`);
+    status selected, ``ocr``) as the active gold items (:func:`gavil.gamestore.gold.store_gold`);
     returns sha256 -> image file of their images.
 
     Raises:

@@ -21,7 +21,7 @@ import numpy as np
 
 from gavil.domain.winogavil import fool_the_ai_score, prompt_for_cue, top_k_positions
 from gavil.errors import ParamsError
-from gavil.game.store import connect, transaction
+from gavil.gamestore.store import connect, transaction
 from gavil.models.embeddings import Cache
 from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.params import Params

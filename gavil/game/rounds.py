@@ -1,5 +1,5 @@
 """Collection rounds (``gavil round open|close|list``; docs/dynamic.md): the ``rounds`` table of
-the game's store (:mod:`gavil.game.store`, schema version 4).
+the game's store (:mod:`gavil.gamestore.store`, schema version 4).
 
 A round is collected against one rival, a ``models:`` entry (``open_clip``) named when the round
 is opened; its architecture, pretrained tag and sha256 pin are recorded then, so a later change of
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from gavil.errors import GavilError
-from gavil.game.store import check_store_path, connect, read_submissions, transaction
+from gavil.gamestore.store import check_store_path, connect, read_submissions, transaction
 from gavil.params import Params
 
 #: What players read when a creation is refused for want of an open round (no operator instruction).
@@ -163,7 +163,7 @@ def list_rounds(store: str | Path) -> list[Round]:
     round). No store: an empty list.
 
     Raises:
-        GameStoreError: the store cannot be read (:func:`gavil.game.store.read_submissions`).
+        GameStoreError: the store cannot be read (:func:`gavil.gamestore.store.read_submissions`).
     """
     store = Path(store)
     if not check_store_path(store):

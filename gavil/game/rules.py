@@ -1,14 +1,12 @@
-"""The game's request rules that need no store: the error a refused request raises, candidate sets,
-display names and image selections (:mod:`gavil.game.service` applies them)."""
+"""The game's request rules that need no store: the error a refused request raises, candidate sets
+and display names (:mod:`gavil.game.service` applies them). Image selections and the scoring of an
+answer are :mod:`gavil.domain.rules` (the gold answers apply them too)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from gavil.domain.names import NameError_, clean_display_name
-from gavil.domain.winogavil import jaccard
 
 MAX_NAME = 32
 
@@ -39,35 +37,3 @@ def clean_name(name: object) -> str:
         return clean_display_name(name, MAX_NAME)
     except NameError_ as e:
         raise GameError(400, f"{e} (a display name has 1 to {MAX_NAME} visible characters)") from None
-
-
-def positions(selection: object, n: int) -> list[int]:
-    """``selection`` as distinct image positions below ``n``; raises GameError 400 otherwise."""
-    if not isinstance(selection, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in selection):
-        raise GameError(400, "selection must be a list of image positions")
-    if len(set(selection)) != len(selection) or not all(0 <= i < n for i in selection):
-        raise GameError(400, "select distinct images of this set")
-    return list(selection)
-
-
-class Answer(NamedTuple):
-    """A solver's answer, scored: ``chosen`` candidate names, their ``jaccard`` index with the
-    associations (a fraction; paper §2.2), the ``selection`` (positions) and the associations'
-    positions (``associations``), as the reply to the answer shows them."""
-
-    chosen: list[str]
-    jaccard: float
-    selection: list[int]
-    associations: list[int]
-
-
-def score_answer(candidates: str, associations: str, selection: object) -> Answer:
-    """A solver's answer to an association (its stored JSON ``candidates`` and ``associations``),
-    scored. Raises GameError 400 unless ``selection`` picks exactly as many distinct images as
-    there are associations."""
-    cands, assoc = json.loads(candidates), json.loads(associations)
-    picks = positions(selection, len(cands))
-    if len(picks) != len(assoc):
-        raise GameError(400, f"select exactly {len(assoc)} images")
-    chosen = [cands[i] for i in picks]
-    return Answer(chosen, jaccard(chosen, assoc), picks, [cands.index(a) for a in assoc])

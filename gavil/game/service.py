@@ -42,18 +42,18 @@ from pathlib import Path
 from typing import Any
 
 from gavil.domain.names import display_name_keys
+from gavil.domain.rules import positions, score_answer
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.game import admin, gold
-from gavil.game.review import held
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
 from gavil.game.rules import CandidateSet as CandidateSet
 from gavil.game.rules import GameError as GameError
 from gavil.game.rules import clean_name as clean_name
-from gavil.game.rules import positions, score_answer
 from gavil.game.scores import dashboard, leaderboard
-from gavil.game.store import checkpoint, connect, live_lease, transaction
 from gavil.game.variant import VariantInstance, store_variant
+from gavil.gamestore.review import held
+from gavil.gamestore.store import checkpoint, connect, live_lease, transaction
 from gavil.params.game import GameParams
 
 MAX_INVITATIONS = 1000  # per request
@@ -232,11 +232,12 @@ class Game:
 
     # ------------------------------------------------------------------------------ spymaster
     def _open_task(self, pid: str) -> sqlite3.Row | None:
-        return self.db.execute(
+        row: sqlite3.Row | None = self.db.execute(
             "SELECT t.* FROM tasks t WHERE t.spymaster_id = ? AND "
             "(SELECT COUNT(*) FROM creations c WHERE c.task_id = t.task_id) < 2 ORDER BY t.created_at LIMIT 1",
             (pid,),
         ).fetchone()
+        return row
 
     def creation_task(self, token: str, reserve: bool = True) -> dict[str, Any] | None:
         """The player's open creation task (a candidate set and its cues so far), or a new one on
@@ -459,7 +460,7 @@ class Game:
 
     def _lease(self, lease_id: str, pid: str) -> sqlite3.Row:
         """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not
-        (:func:`gavil.game.store.live_lease`)."""
+        (:func:`gavil.gamestore.store.live_lease`)."""
         return live_lease(self.db, "leases", lease_id, pid, self.clock())
 
     # ------------------------------------------------------------------------------ scores

@@ -50,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from gavil.errors import Conflict, Expired, Forbidden, Invalid, NotFound, Refusal
 from gavil.game import flags
 from gavil.game.service import Game, GameError
 from gavil.params.game import GameParams
@@ -65,6 +66,17 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+
+
+#: The HTTP status of each domain error (:mod:`gavil.errors`) the store and the rules raise: the one
+#: place where a refusal of theirs becomes a status (the app's own refusals are :class:`GameError`).
+STATUS: dict[type[Refusal], int] = {Invalid: 400, Forbidden: 403, NotFound: 404, Conflict: 409, Expired: 410}
+
+
+def refusal_status(exc: Refusal) -> int:
+    """The HTTP status of a domain error: :data:`STATUS` of its class or the nearest base class
+    listed there; 400 for any other refusal."""
+    return next((STATUS[c] for c in type(exc).__mro__ if c in STATUS), 400)
 
 
 class Refused(GameError):
@@ -432,6 +444,8 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         return _json(await run(flags.review, game, b.instance_id, b.decision, b.note, b.reviewer))
 
     async def on_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, Refusal):
+            return _json({"error": exc.message}, refusal_status(exc))
         assert isinstance(exc, GameError)
         return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
 
@@ -465,4 +479,4 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         yield
         await run(game.close)
 
-    return Starlette(routes=routes, exception_handlers={GameError: on_error}, lifespan=lifespan)
+    return Starlette(routes=routes, exception_handlers={GameError: on_error, Refusal: on_error}, lifespan=lifespan)

@@ -1,13 +1,13 @@
 """The game store's tables, version by version: :data:`MIGRATIONS` takes a store of schema version
-``v`` to ``v + 1`` (:func:`gavil.game.store.connect` applies them, all in one transaction, up to
-:data:`gavil.game.store.SCHEMA_VERSION`; the tables are described in :mod:`gavil.game.store`)."""
+``v`` to ``v + 1`` (:func:`gavil.gamestore.store.connect` applies them, all in one transaction, up to
+:data:`gavil.gamestore.store.SCHEMA_VERSION`; the tables are described in :mod:`gavil.gamestore.store`)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
 
-from gavil.game.rekey import rekey_names
+from gavil.gamestore.rekey import rekey_names
 
 # the first release's tables, less its leases (version 2 replaces them)
 _TABLES_V1 = """
@@ -89,7 +89,7 @@ CREATE UNIQUE INDEX flag_reviews_one_retire ON flag_reviews(instance_id) WHERE d
 CREATE INDEX flag_reviews_instance ON flag_reviews(instance_id, flags_through);
 """
 
-# version 4 -> 5, solver checks (gavil.game.gold): published instances served as gold items (their
+# version 4 -> 5, solver checks (gavil.gamestore.gold): published instances served as gold items (their
 # serving id looks like a creation's), their leases (apart from creations' leases, which reference
 # creations) and the answers to them; a lease id is unique across both lease tables' answers
 _GOLD_V5 = """

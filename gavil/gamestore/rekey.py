@@ -1,4 +1,4 @@
-"""Schema version 2 -> 3 of the game's store (:mod:`gavil.game.store`): display names and cues are
+"""Schema version 2 -> 3 of the game's store (:mod:`gavil.gamestore.store`): display names and cues are
 compared by their TR39 skeleton from then on, so every stored key is made again."""
 
 from __future__ import annotations

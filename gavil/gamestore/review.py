@@ -1,8 +1,8 @@
 """The store's flags and reviews read back (schema version 5: ``flags`` and ``flag_reviews``,
-:mod:`gavil.game.store`), each flag with its state under the review rule
+:mod:`gavil.gamestore.store`), each flag with its state under the review rule
 (:mod:`gavil.domain.flags`), and the SQL test of a *held* association the game does not serve.
 
-Read by :func:`gavil.game.store.read_submissions` (the import), the admin's review queue and
+Read by :func:`gavil.gamestore.store.read_submissions` (the import), the admin's review queue and
 export (:mod:`gavil.game.flags`, :mod:`gavil.game.admin`). Imports nothing of the game's store, so
 the store can import it.
 """

@@ -1,7 +1,8 @@
 """The game's store: one SQLite file (``<game.store_dir>/game.sqlite``) in WAL mode.
 
 Shared by the game server (:mod:`gavil.game`, the writer) and the ``import_annotations``
-stage (a reader). Every submission is one ``BEGIN IMMEDIATE`` transaction (writers queue on
+stage (a reader); it knows SQL and nothing of HTTP (its refusals are :mod:`gavil.errors`' domain
+errors, which the web app maps to statuses). Every submission is one ``BEGIN IMMEDIATE`` transaction (writers queue on
 SQLite's lock, ``busy_timeout`` 30 s), committed with ``synchronous=FULL`` before the server
 answers: an acknowledged submission is in the WAL on disk, so killing the server (``kill -9``)
 loses nothing acknowledged, and a submission killed mid-way leaves no partial row. Uniqueness
@@ -10,7 +11,7 @@ loses nothing acknowledged, and a submission killed mid-way leaves no partial ro
 schema, so concurrent players cannot duplicate rows.
 
 Schema version :data:`SCHEMA_VERSION` is kept in ``PRAGMA user_version``; a store of an older
-version is migrated (one transaction; the steps: :mod:`gavil.game.migrations`) when the game
+version is migrated (one transaction; the steps: :mod:`gavil.gamestore.migrations`) when the game
 opens it (:func:`connect` with ``create``); a store of a newer version is refused
 (:class:`StoreTooNew`). Version 1 is the first release's store (``user_version`` 0 with tables). Readers (``create=False``) never migrate; they read
 every version up to :data:`SCHEMA_VERSION` (:func:`read_submissions`).
@@ -54,7 +55,7 @@ annotator key before anything leaves it):
   review rule: :mod:`gavil.domain.flags`.
 - ``settings(key, value)``: ``paused`` ("1"/"0").
 - ``gold_items``, ``gold_leases``, ``gold_answers``, ``gold_flags`` (version 5): solver checks with
-  gold items (``game.gold``), described in :mod:`gavil.game.gold`; ``gold_flags`` holds players'
+  gold items (``game.gold``), described in :mod:`gavil.gamestore.gold`; ``gold_flags`` holds players'
   flags on the gold items they were served (:mod:`gavil.game.flags`).
 
 Times are Unix seconds (float).
@@ -69,10 +70,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gavil.domain.leases import Lease, lease_refusal
 from gavil.errors import GavilError
-from gavil.game.migrations import MIGRATIONS
-from gavil.game.review import read_flags
-from gavil.game.rules import GameError
+from gavil.gamestore.migrations import MIGRATIONS
+from gavil.gamestore.review import read_flags
 
 STORE_FILE = "game.sqlite"
 SCHEMA_VERSION = 5  # PRAGMA user_version of a store this code writes; older ones are migrated on open
@@ -203,23 +204,26 @@ def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def live_lease(con: sqlite3.Connection, table: str, lease_id: str, pid: str, now: float) -> sqlite3.Row:
     """The live lease ``lease_id`` of player ``pid`` in ``table`` (``leases`` or ``gold_leases``:
-    the same rule and the same errors for both, so no reply tells a gold item from an association).
+    the same rule, :func:`gavil.domain.leases.lease_refusal`, and the same errors for both, so no
+    reply tells a gold item from an association).
 
     Raises:
-        gavil.game.rules.GameError: 409 (already answered: the lease was consumed), 404 (no such
-            task), 403 (served to another player), 410 (expired at ``now``, Unix seconds).
+        gavil.errors.Conflict: already answered (the lease was consumed).
+        gavil.errors.NotFound: no such task.
+        gavil.errors.Forbidden: served to another player.
+        gavil.errors.Expired: expired at ``now`` (Unix seconds).
     """
-    lease = con.execute(f"SELECT * FROM {table} WHERE lease_id = ?", (lease_id,)).fetchone()
-    if lease is None:
-        answered = "SELECT 1 FROM solves WHERE lease_id = ? UNION ALL SELECT 1 FROM gold_answers WHERE lease_id = ?"
-        if con.execute(answered, (lease_id, lease_id)).fetchone():
-            raise GameError(409, "this task was already answered: get the next one")
-        raise GameError(404, "no such solve task: get one from the Solver page (POST /api/solve/task)")
-    if lease["solver_id"] != pid:
-        raise GameError(403, "this solve task was served to another player")
-    if lease["expires_at"] <= now:
-        raise GameError(410, "this solve task expired: get a new one")
-    return lease
+    row: sqlite3.Row | None = con.execute(f"SELECT * FROM {table} WHERE lease_id = ?", (lease_id,)).fetchone()
+    answered = False
+    if row is None:
+        sql = "SELECT 1 FROM solves WHERE lease_id = ? UNION ALL SELECT 1 FROM gold_answers WHERE lease_id = ?"
+        answered = con.execute(sql, (lease_id, lease_id)).fetchone() is not None
+    lease = None if row is None else Lease(str(row["solver_id"]), float(row["expires_at"]))
+    refusal = lease_refusal(lease, answered, pid, now)
+    if refusal is not None:
+        raise refusal
+    assert row is not None
+    return row
 
 
 def checkpoint(con: sqlite3.Connection) -> None:
@@ -369,7 +373,7 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
     carries ``rival_status`` and ``rival_state`` (``done`` for stores of version 1), its ``round``
     (int, null for the ``swow_af`` variant's rows and stores older than version 4) and the scoring
     rival's ``rival_model``, ``rival_architecture``, ``rival_weights`` and ``rival_sha256`` (null
-    when not recorded), and its ``flags`` (:class:`gavil.game.review.FlagRecord` list, by
+    when not recorded), and its ``flags`` (:class:`gavil.gamestore.review.FlagRecord` list, by
     ``flag_id``, each with its review state; empty for stores older than version 5).
     Returns two empty lists when nothing is at ``path``. The file is opened read-only: reading never changes it.
 

@@ -1,4 +1,4 @@
-"""The collection game's store (``<game.store_dir>/game.sqlite``, :mod:`gavil.game.store`) as an
+"""The collection game's store (``<game.store_dir>/game.sqlite``, :mod:`gavil.gamestore.store`) as an
 annotation source: its creations and solves are fed, as raw records, to the same validation as
 raw batches (:mod:`stages.import_annotations.raw`: cue, N, K, two-cue tasks, duplicates, no
 self-solve) and player ids are hashed with the same annotator key. Rejects name the store file
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gavil.domain.privacy import hash_annotator
-from gavil.game.store import read_submissions
+from gavil.gamestore.store import read_submissions
 from stages.import_annotations.gold import checked_solves
 from stages.import_annotations.raw import import_creation_records, import_solve_records
 from stages.import_annotations.records import ImportState, Records
@@ -39,10 +39,10 @@ SOLVE_FIELDS = ("instance_id", "solver_id", "selection")
 
 
 def read_game(path: Path) -> tuple[list[dict], list[dict]]:
-    """(creations, solves) of the store (see :func:`gavil.game.store.read_submissions`).
+    """(creations, solves) of the store (see :func:`gavil.gamestore.store.read_submissions`).
 
     Raises:
-        gavil.game.store.GameStoreError: the store is empty (0 bytes), not SQLite, damaged,
+        gavil.gamestore.store.GameStoreError: the store is empty (0 bytes), not SQLite, damaged,
             foreign, newer, or has a malformed row (one line naming the store and the row).
     """
     return read_submissions(path)

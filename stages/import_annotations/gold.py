@@ -1,10 +1,10 @@
 """The gold check of the game's solvers (``game.gold``; docs/dynamic.md "Solver checks (gold items)").
 
 The game's store holds the gold items it served (published instances with their associations) and
-the answers to them (:func:`gavil.game.gold.read_gold`). Each gold answer is checked here (a known
+the answers to them (:func:`gavil.gamestore.gold.read_gold`). Each gold answer is checked here (a known
 gold item; a selection of exactly K distinct candidates of it) and scored again from the store's
 selection and associations: the store is an input, so a ``jaccard`` it holds is never trusted.
-Each game solver then gets one status by :func:`gavil.game.gold.gold_status` (the rule the game
+Each game solver then gets one status by :func:`gavil.domain.gold.gold_status` (the rule the game
 applies too): ``passed``, ``failed_gold_check``, ``gold_pending`` or, with the switch off,
 ``not_checked``. With the switch on, every answer in the game's ``solves`` by a solver who has not
 passed goes to ``annotation_rejects`` (kind ``solve``) with the status and its reason as the
@@ -20,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from gavil.domain.gold import NOT_CHECKED, PASSED, gold_mean, gold_status
 from gavil.domain.privacy import hash_annotator
 from gavil.domain.winogavil import jaccard
-from gavil.game.gold import NOT_CHECKED, PASSED, GoldAnswer, GoldRecord, gold_mean, gold_status
+from gavil.gamestore.gold import GoldAnswer, GoldRecord
 from gavil.params.game import GoldParams
 from schemas.annotations import GoldChecks
 from stages.import_annotations.records import ImportState, Records, RowError, parse_id

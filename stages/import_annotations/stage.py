@@ -19,8 +19,8 @@ from gavil.domain.privacy import annotator_key, key_fingerprint
 from gavil.domain.profanity import ProfanityFilter
 from gavil.domain.vocabulary import name_key
 from gavil.errors import GavilError, MissingInput
-from gavil.game.gold import read_gold
-from gavil.game.store import store_file
+from gavil.gamestore.gold import read_gold
+from gavil.gamestore.store import store_file
 from gavil.io import atomic_path
 from gavil.params.game import GoldParams
 from gavil.pipeline import catalog
@@ -87,7 +87,7 @@ def import_all(
 
     Raises:
         MissingInput: a listed release file does not exist.
-        gavil.game.store.GameStoreError: the store exists but cannot be read (see
+        gavil.gamestore.store.GameStoreError: the store exists but cannot be read (see
             :func:`stages.import_annotations.game.read_game`); nothing is written then.
     """
     ids = frozenset(BASE_ID_COLUMNS) | frozenset(identity_columns)
