@@ -6,7 +6,7 @@ from pandera.typing import Series
 
 from schemas import StrictModel, exact
 
-SOURCE_FORMATS = ["swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow"]
+SOURCE_FORMATS = ["swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow", "concept_list"]
 
 
 class Concepts(StrictModel):
@@ -14,7 +14,9 @@ class Concepts(StrictModel):
 
     concept: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
     is_cue: Series[bool] = pa.Field(description="the word is a SWOW cue")
-    is_candidate: Series[bool] = pa.Field(description="the word was an image candidate in the input (release format)")
+    is_candidate: Series[bool] = pa.Field(
+        description="the word was an image candidate in the input (release format; every concept of a concept list)"
+    )
     n_responses: Series[int] = pa.Field(ge=0, description="distinct responses when used as a cue")
     n_cues: Series[int] = pa.Field(ge=0, description="distinct cues that elicited it as a response")
     source_format: Series[str] = pa.Field(isin=SOURCE_FORMATS)

@@ -11,7 +11,9 @@ from gavil.params.base import Section
 
 class IngestParams(Section):
     path: str = "data/sample/winogavil/swow.csv"
-    format: Literal["auto", "swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow"] = "auto"
+    format: Literal["auto", "swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow", "concept_list"] = (
+        "auto"
+    )
     lowercase: bool = True
     concepts: Literal["cues", "cues_and_responses"] = "cues"
     min_response_count: int = Field(default=1, ge=1)

@@ -46,7 +46,8 @@ STRENGTH_HEADERS = {
     "swow_strength_r123": ("cue", "response", "R123", "N", "R123.Strength"),
 }
 WINOGAVIL_SWOW_HEADER = RELEASE_SWOW_COLUMNS
-FORMATS = ("swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow")
+#: Every input format: SWOW's three, the release's swow.csv, and a plain concept list (stages/ingest_concepts/concept_list.py).
+FORMATS = ("swow_r100", "swow_strength_r1", "swow_strength_r123", "winogavil_swow", "concept_list")
 
 #: A field (a cue, a response, a list cell) longer than this is refused: no SWOW word is that long,
 #: and such a field is a broken file (e.g. an unclosed quote that swallowed many lines).
@@ -178,11 +179,13 @@ def detect_format(path: str | Path) -> str:
             return name
     if fields == WINOGAVIL_SWOW_HEADER:
         return "winogavil_swow"
+    if Path(path).suffix.lower() == ".txt" and len(fields) == 1:
+        return "concept_list"  # one concept per line, no header (stages/ingest_concepts/concept_list.py)
     raise SwowFormatError(
         path,
         1,
         None,
         f"unrecognised header {list(fields[:6])}...: expected SWOW-EN.R100 ({list(R100_HEADER[1:4])}...), "
         f"strength.SWOW-EN.R1/R123 (tab, comma or semicolon-separated {list(STRENGTH_HEADERS['swow_strength_r1'])}) or the "
-        "WinoGAViL swow.csv; or set ingest.format explicitly",
+        "WinoGAViL swow.csv, or a .txt list with one concept per line; or set ingest.format explicitly",
     )

@@ -15,6 +15,7 @@ from gavil.domain.vocabulary import name_key
 from gavil.errors import MissingInput, ParamsError
 from gavil.pipeline import catalog
 from schemas.ingest import Edges
+from stages.ingest_concepts.concept_list import read_concept_list
 from stages.ingest_concepts.formats import FORMATS, SwowFormatError, detect_format
 from stages.ingest_concepts.readers import Read, read_swow_r100, read_swow_strength, read_winogavil_swow
 
@@ -187,10 +188,14 @@ def ingest(
         read = read_swow_r100(path, lowercase)
     elif fmt.startswith("swow_strength"):
         read = read_swow_strength(path, fmt, lowercase)
+    elif fmt == "concept_list":
+        read = read_concept_list(path, lowercase)
     else:
         read = read_winogavil_swow(path, lowercase)
     edges, candidates, rejects = reject_bad_names(read.edges, read.candidates, lowercase)
-    if edges.empty:
+    if fmt == "concept_list" and not candidates:
+        raise SwowFormatError(path, None, None, f"no concept passes the name policy, e.g. {rejects['reason'].iloc[0]}")
+    if edges.empty and fmt != "concept_list":
         dropped = read.stats["dropped_cues"]["no_valid_responses"]
         why = (
             f"; {len(rejects)} edges refused by the name policy, e.g. {rejects['reason'].iloc[0]}"
