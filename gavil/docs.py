@@ -50,8 +50,17 @@ def edges() -> list[tuple[str, str, list[str]]]:
 
 
 def pipeline_diagram() -> str:
-    """A Mermaid flowchart of the whole DAG (every stage, every edge)."""
-    lines = ["```mermaid", "flowchart TD"]
+    """The whole DAG (every stage, every edge) as the committed picture ``docs/pipeline.svg``
+    (:func:`gavil.figures.pipeline_svg`, drawn here, so the page shows it offline) followed by the
+    same graph as Mermaid source, shown as text (the site loads no script from a CDN)."""
+    lines = [
+        "![The stage graph: every stage and the catalog tables each reads from another](pipeline.svg)",
+        "",
+        "The same graph as Mermaid source (paste it into any Mermaid viewer):",
+        "",
+        "```mermaid",
+        "flowchart TD",
+    ]
     lines += [f"    {s.name}" for s in STAGES]
     lines += [f"    {u} -->|{', '.join(names)}| {s}" for u, s, names in edges()]
     return "\n".join([*lines, "```"])

@@ -117,8 +117,8 @@ def test_no_page_tells_the_story_of_its_making(page):
     assert not found, f"{page}: {found[:5]}"
 
 
-#: A pointer into the documentation from code, params, CLI help or a page: ``README "Heading"`` or
-#: ``docs/page.md "Heading"`` (or ``docs/page.md`` alone).
+#: A pointer into the documentation from code, params, CLI help or a page: ``README "<heading>"`` or
+#: ``docs/<page>.md "<heading>"`` (or ``docs/<page>.md`` alone).
 POINTER = re.compile(r'\b(README|docs/[\w-]+\.md)(?: "([^"\n]+)")?')
 POINTER_FILES = [".py", ".yaml", ".yml", ".toml", ".md", ".html", ".js"]
 
@@ -134,7 +134,7 @@ def _headings(page: Path) -> set[str]:
 
 def test_every_pointer_to_a_readme_or_docs_section_resolves():
     """A sweep over every text file of the project (code, params.yaml, pyproject, the game's pages, the
-    docs themselves): each ``README "X"`` / ``docs/page.md "X"`` names an existing page and heading."""
+    docs themselves): each ``README "<heading>"`` / ``docs/<page>.md "<heading>"`` names an existing page and heading."""
     roots = [ROOT / d for d in ("gavil", "stages", "schemas", "flows", "benchmarks", "tests", "docs", ".ci")]
     files = [f for r in roots for f in r.rglob("*") if f.is_file() and f.suffix in POINTER_FILES]
     files += [ROOT / n for n in ("README.md", "params.yaml", "pyproject.toml", "mkdocs.yml", "data/game/README.md")]
@@ -216,4 +216,6 @@ def test_the_site_builds_offline_with_warnings_as_errors(tmp_path):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert (tmp_path / "site/api/registry/index.html").read_text().count("StageSpec") > 1
-    assert 'class="mermaid"' in (tmp_path / "site/pipeline/index.html").read_text()
+    page = (tmp_path / "site/pipeline/index.html").read_text()
+    assert 'src="../pipeline.svg"' in page and (tmp_path / "site/pipeline.svg").is_file()  # the graph, offline
+    assert 'class="mermaid"' not in page  # no diagram that needs a script from a CDN
