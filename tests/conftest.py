@@ -24,6 +24,55 @@ from tests.helpers import build_sample, copy_project
 
 ensure_torchvision()
 
+#: The fixtures that build a project or start a server, as ``<module>.<fixture>`` (the module that
+#: defines it, as several modules define a ``project`` or a ``server``): every test that uses one,
+#: directly or through another fixture, is marked ``slow`` (:func:`pytest_collection_modifyitems`),
+#: so that ``pytest -m "not slow"`` stays a quick loop. tests/test_test_suite.py finds these by
+#: reading the fixtures' code and fails when one is missing here.
+HEAVY_FIXTURES: dict[str, str] = {
+    "conftest.sample_build": "the sample project after one `dvc repro` of every stage",
+    "conftest.sample_copy": "a copy of that built sample project",
+    "conftest.export_build": "the sample release run through every stage up to `export`",
+    "conftest.browser": "a headless Chromium (Playwright)",
+    "test_crawl.http_server": "the fault-injecting web server of tests/hostile_web.py",
+    "test_crawl_hostile.web": "the fault-injecting web server of tests/hostile_web.py",
+    "test_export_hf.built": "runs the `export` stage on a hand-made project",
+    "test_game_access.server": "`gavil game` (uvicorn) in a subprocess",
+    "test_game_browser.server": "the game's app served by uvicorn",
+    "test_game_limits.server": "`gavil game` (uvicorn) in a subprocess",
+    "test_ledger_guard.project": "runs `gavil stage select_instances` in a subprocess",
+    "test_operations.served_project": "a mini project after `dvc repro`, and a Prefect server (`gavil server`)",
+    "test_prefect.served": "the README's Prefect block: a Prefect server, `gavil serve` and flow runs",
+}
+#: A slow test's timeout (s) unless it sets its own: building the sample may take many minutes on a
+#: loaded machine (build_sample's own `dvc repro` timeout, 1800 s, fires first with the run's output);
+#: this only ends a hang. Every other test has pyproject.toml's ``timeout``.
+SLOW_TIMEOUT_S = 3600
+
+
+def heavy_fixtures(item: pytest.Item) -> list[str]:
+    """The :data:`HEAVY_FIXTURES` that ``item`` uses, directly or through other fixtures (the
+    fixture each name resolves to for this test, so a module's own ``project`` is told apart)."""
+    defs = getattr(item, "_fixtureinfo", None)
+    used = []
+    for name, fixturedefs in defs.name2fixturedefs.items() if defs else []:
+        func = fixturedefs[-1].func
+        key = f"{func.__module__.rpartition('.')[2]}.{name}"
+        if key in HEAVY_FIXTURES:
+            used.append(key)
+    return used
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marks must be there when it looks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test that uses a :data:`HEAVY_FIXTURES` fixture, and give every slow test
+    without a ``timeout`` mark of its own :data:`SLOW_TIMEOUT_S`."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and heavy_fixtures(item):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
 
 @pytest.fixture
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -110,6 +110,7 @@ def test_pools_exclude_swow_responses_both_ways_the_cue_and_associations():
     assert set(full[0]) == {"moon", "brick", "tea", "sock", "car", "sky"}
 
 
+@pytest.mark.slow
 def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp_path, monkeypatch):
     from gavil.params import load_params
     from gavil.pipeline import catalog
@@ -176,6 +177,7 @@ def test_stage_writes_the_labelled_variant_and_skips_members_without_weights(tmp
     assert not (root / "data/export").exists()  # never touches the export
 
 
+@pytest.mark.slow
 def test_planted_length_artifact_ends_near_chance_through_the_stage(tmp_path, monkeypatch):
     """Issue 28: associations short, baseline distractors mostly long. Run through params.yaml and the
     stage's entry point; judged by surface models (the adversary is MiniLM on names), AF must stop

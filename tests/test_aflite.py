@@ -134,6 +134,7 @@ def test_exact_credit_and_image_disjoint_split_run():
     assert (res.phase > 0)[planted].mean() >= 0.9 and (res.phase > 0)[~planted].mean() <= 0.1
 
 
+@pytest.mark.slow
 def test_stage_on_the_release_sample(tmp_path, monkeypatch):
     from gavil.pipeline import catalog
     from gavil.pipeline.runner import run_stage
@@ -284,6 +285,7 @@ def test_shuffled_instances_give_bit_identical_results(release_features):
         np.testing.assert_array_equal(getattr(a, field)[perm], getattr(b, field))
 
 
+@pytest.mark.slow
 def test_stage_outputs_are_byte_identical_under_shuffles_of_every_input(tmp_path, monkeypatch):
     """The stage on the release sample plus a raw batch, then three times more with every table it
     reads shuffled (selection, instances, and its own embedding cache, written by the first run):

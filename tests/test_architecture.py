@@ -340,6 +340,7 @@ def test_reading_an_undeclared_table_is_an_error(in_tmp):
     assert len(catalog.read_table("concept_filter")) == 1  # outside a stage run: no check
 
 
+@pytest.mark.slow
 def test_a_stage_run_out_of_order_names_the_stage_to_run_first(in_tmp):
     with pytest.raises(catalog.MissingInput, match=r"dvc repro select_instances"):
         run_stage("export", ROOT / "params.yaml")

@@ -448,6 +448,7 @@ def test_dns_is_resolved_once_and_connections_go_to_the_checked_address(in_tmp, 
     assert {h for h, _ in dns.connects} <= set(public)
 
 
+@pytest.mark.slow
 def test_https_connects_to_the_checked_address_with_the_name_for_sni_and_certificate(in_tmp, monkeypatch):
     """The address is pinned, the name is not lost: TLS asks for public.test (SNI) and checks the
     certificate against it, while the socket goes to the address the guard checked."""
@@ -561,6 +562,7 @@ def test_a_whole_download_is_bounded_by_the_deadline(in_tmp, web):
     assert downloads[url_map["slow-body"]]["transient"]  # tried again next run
 
 
+@pytest.mark.slow
 def test_a_tls_handshake_that_never_ends_is_bounded_by_the_deadline(in_tmp):
     """TLS takes the socket over for its handshake; the watchdog must still end it at the deadline
     (1 s), long before the per-read timeout (60 s) would."""
@@ -615,6 +617,7 @@ def test_search_pages_and_robots_txt_are_read_only_up_to_their_caps(in_tmp, web)
     assert web.n("/robots.txt") == 1
 
 
+@pytest.mark.slow
 def test_a_slow_robots_txt_holds_only_its_own_host(in_tmp):
     """Host A's robots.txt answers only once host B served an image (or after 10 s): with one global
     lock held during robots fetches, B could not even ask for its robots.txt, and A would time out."""

@@ -79,6 +79,7 @@ def _crawl_in_child(bodies: dict[str, bytes]) -> dict:
     return got
 
 
+@pytest.mark.slow
 def test_eight_threads_of_7000px_pngs_stay_within_600_mb(in_tmp):
     got = _crawl_in_child({f"big {i}": big_png(7000, 7000, seed=i) for i in range(8)})
     assert {s for s, _, _ in got["status"].values()} == {"kept"}, got["status"]
@@ -89,6 +90,7 @@ def test_eight_threads_of_7000px_pngs_stay_within_600_mb(in_tmp):
     assert got["peak_mb"] <= LIMIT_MB, got
 
 
+@pytest.mark.slow
 def test_progressive_jpegs_and_webp_of_7000px_stay_within_600_mb(in_tmp):
     """Progressive 4:4:4 JPEGs make libjpeg hold every coefficient (294 MB each at 7000 x 7000),
     and Pillow holds 16 bytes per pixel of a WebP (780 MB): the JPEGs wait their turn, the WebP

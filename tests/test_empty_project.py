@@ -78,6 +78,7 @@ def project(tmp_path, monkeypatch):
     return d
 
 
+@pytest.mark.slow
 def test_every_stage_runs_on_empty_inputs(project):
     metrics = {s.name: run_stage(s.name) for s in STAGES}
     check_outputs(project, metrics)

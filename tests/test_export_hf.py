@@ -314,6 +314,7 @@ def test_images_are_the_files_bytes_once_per_row_group_and_rebuilds_are_identica
     assert len(q) == 4 and len(q["candidate_images"][3]) == 12
 
 
+@pytest.mark.slow
 def test_without_copy_images_the_cells_name_the_project_files(in_tmp, tmp_path_factory, monkeypatch):
     metrics = _build(in_tmp, copy_images=False)
     assert metrics["dataset_instances"] == 4
@@ -325,6 +326,7 @@ def test_without_copy_images_the_cells_name_the_project_files(in_tmp, tmp_path_f
     assert "not embedded" in card
 
 
+@pytest.mark.slow
 def test_no_instance_with_every_image_gives_an_empty_counted_folder(in_tmp):
     sel = _selection()
     sel["candidates"] = [[*c[:-1], "logo"] for c in sel["candidates"]]  # logo has no image
@@ -344,6 +346,7 @@ def test_no_instance_with_every_image_gives_an_empty_counted_folder(in_tmp):
     assert json.loads((in_tmp / "data/metrics/export.json").read_text())["instances"] == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("empty", ["no rows", "none selected"])
 def test_an_empty_benchmark_exports_empty_counted_files(in_tmp, empty):
     """A new project whose benchmark is still empty (no release files, no game data yet): the

@@ -340,6 +340,7 @@ def test_names_are_normalised_nfc_trimmed_and_casefolded(tmp_path):
     assert sorted(res.concepts["concept"]) == ["caf\u00e9", "milk"]
 
 
+@pytest.mark.slow
 def test_gavil_stage_prints_file_line_column_and_exits_2(tmp_path):
     gavil = Path(sys.executable).parent / "gavil"
     strength_file(tmp_path, ["moon\tsun\t40\t100\t0.4", "moon\tsun\t40\t100\t0.4"])

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from gavil.params import parse_params
@@ -27,6 +28,7 @@ def _project(tmp: Path, local_dir: str) -> None:
     catalog.write_table(fates, "concept_filter", tmp)
 
 
+@pytest.mark.slow
 def test_a_missing_local_dir_is_one_line_naming_the_key_and_the_fix(tmp_path):
     _project(tmp_path, "my_images")
     p = subprocess.run([str(BIN / "gavil"), "stage", "crawl_images"], cwd=tmp_path, capture_output=True, text=True)

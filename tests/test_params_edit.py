@@ -120,6 +120,7 @@ def test_changing_an_input_path_or_adding_a_model_rewrites_dvc_yaml(project):
     assert "models.my-text.model" in dvc["evaluate"]["params"]
 
 
+@pytest.mark.slow
 def test_a_stage_refuses_while_dvc_yaml_lists_other_inputs_than_params_yaml(project):
     """A hand edit of an input path without regenerating dvc.yaml: the stage stops with the fix before
     DVC could record outputs against inputs it did not track; after `gavil dvc-yaml --write` it runs."""
