@@ -19,9 +19,11 @@ import pandas as pd
 
 from gavil.io import atomic_path
 from gavil.pipeline import catalog
+from schemas.evaluate import ALL_ROUNDS
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2rem;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}
+.wide{max-width:100%;overflow-x:auto}svg,img{max-width:100%;height:auto}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right;overflow-wrap:anywhere}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.inst{border:1px solid #ddd;border-radius:6px;padding:.6rem;margin:.8rem 0}
 .cands{display:flex;flex-wrap:wrap;gap:.4rem}.cand{width:110px;text-align:center;font-size:.8rem}
 .cand img,.cand .none{width:104px;height:104px;object-fit:cover;border:3px solid transparent;background:#eee;display:block}
@@ -42,7 +44,9 @@ class _SelectedRow(Protocol):
 
 
 def _table(df: pd.DataFrame) -> str:
-    return df.to_html(index=False, border=0, na_rep="–", float_format=lambda x: f"{x:.1f}", escape=True)
+    """``df`` as an HTML table in a box that scrolls sideways rather than widening the page."""
+    table = df.to_html(index=False, border=0, na_rep="–", float_format=lambda x: f"{x:.1f}", escape=True)
+    return f'<div class="wide">{table}</div>'
 
 
 def _thumb(path: str, size: int = 104) -> str:
@@ -118,7 +122,8 @@ def build_report(root: str | Path = ".") -> str:
     ]
     if catalog.exists("evaluation", root):
         ev = catalog.read_table("evaluation", root)
-        groups = ev[ev.breakdown == "group"][
+        table4 = ev[(ev.breakdown == "group") & (ev["round"] == ALL_ROUNDS)]  # each row once: every round together
+        groups = table4[
             [
                 "model_name",
                 "dataset",
@@ -135,7 +140,13 @@ def build_report(root: str | Path = ".") -> str:
         if ev["round"].nunique() > 2:  # -1 (every round) and two or more rounds
             from gavil.figures import leaderboard_svg
 
-            parts += ["<h2>Per collection round</h2>", f'<div class="plot">{leaderboard_svg(ev)}</div>']
+            per_round = ev[(ev.breakdown == "group") & (ev["round"] != ALL_ROUNDS)]
+            cols = ["round", "model_name", "dataset", "cell", "n_scored", "mean_jaccard_percent", "random_percent"]
+            parts += [
+                "<h2>Per collection round</h2>",
+                f'<div class="plot wide">{leaderboard_svg(ev)}</div>',
+                _table(per_round[cols].sort_values(["round", "model_name", "dataset", "cell"], kind="stable")),
+            ]
         for plot in (catalog.path("plot_models", root=root), catalog.path("plot_candidates", root=root)):
             if plot.exists():
                 parts.append(f'<img class="plot" alt="{plot.name}" src="{_png(str(plot))}">')

@@ -617,3 +617,23 @@ def test_report_page_holds_the_run_and_renders(sample_copy, tmp_path):
         assert im.size == (1200, 2000)
         lo, hi = im.convert("L").getextrema()
         assert hi - lo > 100  # not a blank page
+
+
+@pytest.mark.slow
+def test_report_lists_each_table4_row_once_and_fits_1280_px(sample_copy, browser):
+    """`gavil report` on the built sample: the Table 4 layout holds each (model, dataset, cell) once
+    (the all-rounds rows; per-round rows only under "Per collection round"), and a 1280 px wide
+    window shows the page without a sideways scroll bar."""
+    import re
+
+    from gavil.report import write_report
+
+    page = write_report(sample_copy)
+    table4 = page.read_text().split("Table 4 layout", 1)[1].split("<h2>", 1)[0]
+    rows = [tuple(re.findall(r"<td>(.*?)</td>", r, re.S)[:3]) for r in re.findall(r"<tr>(.*?)</tr>", table4, re.S)]
+    rows = [r for r in rows if r]  # the header row has no <td>
+    assert rows and len(rows) == len(set(rows)), rows
+    view = browser.new_page(viewport={"width": 1280, "height": 900})
+    view.goto(page.as_uri())
+    assert view.evaluate("document.documentElement.scrollWidth") <= 1280
+    view.close()
