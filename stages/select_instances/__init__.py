@@ -2,7 +2,8 @@
 selection (:mod:`.stage`) and the permanent ID ledger (:mod:`.ledger`)."""
 
 from stages.select_instances.ledger import content_fingerprint, update_ledger
-from stages.select_instances.stage import annotator_stats, distributions, run, select, table1, table1_markdown
+from stages.select_instances.report import annotator_stats, distributions, table1, table1_markdown
+from stages.select_instances.stage import run, select
 
 __all__ = [
     "annotator_stats",

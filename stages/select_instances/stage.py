@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import pandas as pd
 
-from gavil.domain.winogavil import candidate_group, jaccard, solvable_by_humans, solver_agreement, solver_jaccards
+from gavil.domain.winogavil import solvable_by_humans, solver_agreement, solver_jaccards
 from gavil.io import atomic_path, write_csv
 from gavil.pipeline import catalog
-from schemas.selection import UNNUMBERED, AnnotatorStats, Selection, Table1
+from schemas.selection import UNNUMBERED, Selection
 from stages.select_instances.flags import held_reasons, published_reason, withhold
 from stages.select_instances.guard import check_ledger, published_ids, read_ledger, read_published
 from stages.select_instances.identity import duplicate_reason, mark_duplicates
@@ -56,6 +56,7 @@ from stages.select_instances.ledger import (
     split_of,
     update_ledger,
 )
+from stages.select_instances.report import annotator_stats, distributions, table1, table1_markdown
 
 if TYPE_CHECKING:
     from gavil.params import Params
@@ -133,129 +134,17 @@ def select(
     published = {u for u, r in led.items() if not is_null(r["ID"])}
     gone = {u: published_reason(why) for u, why in held.items() if u in published} | retired_uids(led, retired)
     instances = canonical_order(instances)
-    spymaster_of = dict(zip(instances["instance_uid"], instances["spymaster"]))
-    answers: dict[str, dict[str, list[str]]] = {}
-    for uid, solver, selection in zip(solves["instance_uid"], solves["solver"], solves["selection"]):
-        if solver != spymaster_of.get(uid):
-            answers.setdefault(uid, {})[solver] = list(selection)
+    answers = _other_players_answers(instances, solves)
     rows: list[dict[str, Any]] = []
     emitted: set[str] = set()
     # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
     for rec in cast("Iterator[_InstanceRow]", instances.itertuples(index=False)):
-        fp = content_fingerprint(rec.dataset, rec.cue, rec.candidates, rec.associations)
-        old = led.get(rec.instance_uid)
-        row: dict[str, Any] = {
-            "instance_uid": rec.instance_uid,
-            "origin": rec.origin,
-            "dataset": rec.dataset,
-            "split": split_of(rec.dataset, rec.num_candidates),
-            "split_id": None,
-            "fingerprint": fp,
-            "cue": rec.cue,
-            "candidates": rec.candidates,
-            "associations": rec.associations,
-            "num_associations": rec.num_associations,
-            "num_candidates": rec.num_candidates,
-            "score_fool_the_ai": rec.score_fool_the_ai,
-            "annotation_index": rec.annotation_index,
-            "images_source": rec.images_source,
-            "cue_weight": rec.cue_weight,
-            "associations_mean_weight": rec.associations_mean_weight,
-            "candidates_connectivity_score": rec.candidates_connectivity_score,
-            "spymaster": rec.spymaster,
-            "solvers": None,
-            "solver_jaccards": None,
-            "n_solvers": None,
-            "late_answers": 0,
-            "solvers_jaccard_mean": rec.solvers_jaccard_mean,
-            "solvers_jaccard_std": rec.solvers_jaccard_std,
-            "solvers_agreement": None,
-            "ID": None,
-        }
         given = answers.get(rec.instance_uid, {})
-        if old is not None and old["fingerprint"] != fp and old["fingerprint"] in fingerprints(row):
-            row["fingerprint"] = fp = old["fingerprint"]  # bound before variant folding: the same content
-        if old is not None and old["fingerprint"] != fp:
-            what = (
-                f"published {old['dataset']} ID {int(old['ID'])}"
-                if not is_null(old["ID"])
-                else f"{old['split']} split ID {int(old['split_id'])}"
-            )
-            rows.append(
-                row
-                | {
-                    "instance_uid": f"{rec.instance_uid}#conflict:{fp[:12]}",
-                    "late_answers": len(given),
-                    "status": "rejected",
-                    "reason": f"content differs from {what} (cue {old['cue']!r}) recorded for {rec.instance_uid} "
-                    "in the ID ledger: an instance_id names one instance forever; give this instance a new instance_id",
-                }
-            )
-            continue
-        emitted.add(rec.instance_uid)
-        if old is not None and not is_null(old["ID"]):
-            rows.append(published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard))
-            continue
-        if rec.origin == "raw":
-            recorded = set(old["solvers"] or []) if old is not None and isinstance(old["solvers"], list) else set()
-            order = sorted(given, key=lambda s: (s not in recorded, s))
-            row["n_solvers"] = len(order)
-            if len(order) < min_solvers:
-                rows.append(
-                    row
-                    | {
-                        "status": "insufficient_solvers",
-                        "reason": f"{len(order)} valid answer(s) by other players, need {min_solvers}",
-                    }
-                )
-                continue
-            counted = order[:min_solvers]
-            sels = [given[s] for s in counted]
-            js = solver_jaccards(sels, rec.associations)
-            mean, std = solvable_by_humans(js)
-            row |= {
-                "solvers": counted,
-                "solver_jaccards": js,
-                "n_solvers": len(counted),
-                "late_answers": len(order) - len(counted),
-                "solvers_jaccard_mean": mean,
-                "solvers_jaccard_std": std,
-                "solvers_agreement": solver_agreement(sels),
-            }
-        mean = row["solvers_jaccard_mean"]
-        late = f"; {row['late_answers']} later answer(s) not counted" if row["late_answers"] else ""
-        if isinstance(rec.cue_flag, str):
-            rows.append(row | {"status": "profane_cue", "reason": f"cue flagged: {rec.cue_flag}"})
-        elif pd.isna(mean):
-            rows.append(row | {"status": "insufficient_solvers", "reason": "no solver scores"})
-        elif mean >= min_solver_jaccard:
-            rows.append(row | {"status": "selected", "reason": late[2:] or None})
-        else:
-            rows.append(
-                row | {"status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}{late}"}
-            )
-    kept = sorted(
-        (r for u, r in led.items() if u not in emitted and not is_null(r["ID"])),
-        key=lambda r: (r["dataset"], int(r["ID"])),
-    )
-    shadowed = {r["instance_uid"].split("#conflict:")[0] for r in rows if r["status"] == "rejected"}
-    for old in kept:
-        uid = old["instance_uid"]
-        why = (
-            "its instance_id now holds other content (rejected)"
-            if uid in shadowed
-            else "its source row is no longer imported"
-        )
-        rows.append(
-            published_row(
-                old,
-                {},
-                answers.get(uid, {}),
-                gone.get(uid),
-                min_solver_jaccard,
-                f"published; {why}: kept from the ID ledger",
-            )
-        )
+        row, own = _imported_row(rec, led.get(rec.instance_uid), given, gone, min_solver_jaccard, min_solvers)
+        rows.append(row)
+        if own:
+            emitted.add(rec.instance_uid)
+    rows += _kept_rows(led, emitted, rows, answers, gone, min_solver_jaccard)
     fresh = ("selected", "below_threshold", "insufficient_solvers", "profane_cue")
     rows = [
         withhold(r, held[r["instance_uid"]])
@@ -264,6 +153,186 @@ def select(
         for r in rows
     ]
     dups = mark_duplicates(rows, [r for r in led.values() if not is_null(r["ID"])])
+    return _selection_frame(rows, dups, led, ledger, instances)
+
+
+def _other_players_answers(instances: pd.DataFrame, solves: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    """instance_uid -> solver -> selection (a list of candidate names), in ``solves``' order; an
+    answer by the instance's own spymaster is dropped (paper §2), a solver's later answer wins."""
+    spymaster_of = dict(zip(instances["instance_uid"], instances["spymaster"]))
+    answers: dict[str, dict[str, list[str]]] = {}
+    for uid, solver, selection in zip(solves["instance_uid"], solves["solver"], solves["selection"]):
+        if solver != spymaster_of.get(uid):
+            answers.setdefault(uid, {})[solver] = list(selection)
+    return answers
+
+
+def _imported_row(
+    rec: _InstanceRow,
+    old: dict[str, Any] | None,
+    given: dict[str, list[str]],
+    gone: dict[str, str],
+    min_solver_jaccard: float,
+    min_solvers: int,
+) -> tuple[dict[str, Any], bool]:
+    """The selection row of one imported instance, and whether it is emitted under its own uid
+    (False: ``rejected``, its content conflicts with the ledger row ``old`` recorded for its uid).
+
+    ``given``: its other players' answers (solver -> selection); ``gone``: uid -> why a published
+    instance is out (:func:`published_row`)."""
+    fp = content_fingerprint(rec.dataset, rec.cue, rec.candidates, rec.associations)
+    row = _base_row(rec, fp)
+    if old is not None and old["fingerprint"] != fp and old["fingerprint"] in fingerprints(row):
+        row["fingerprint"] = fp = old["fingerprint"]  # bound before variant folding: the same content
+    if old is not None and old["fingerprint"] != fp:
+        return _conflict_row(rec.instance_uid, row, old, fp, len(given)), False
+    if old is not None and not is_null(old["ID"]):
+        return published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard), True
+    if rec.origin == "raw":
+        short = _score_raw(row, old, given, rec.associations, min_solvers)
+        if short is not None:
+            return short, True
+    return _fate(row, rec.cue_flag, min_solver_jaccard), True
+
+
+def _base_row(rec: _InstanceRow, fp: str) -> dict[str, Any]:
+    """An imported instance's selection row before scoring (no ``status`` nor ``reason`` yet):
+    its imported values, content fingerprint ``fp``, split, and null solver scores and IDs."""
+    return {
+        "instance_uid": rec.instance_uid,
+        "origin": rec.origin,
+        "dataset": rec.dataset,
+        "split": split_of(rec.dataset, rec.num_candidates),
+        "split_id": None,
+        "fingerprint": fp,
+        "cue": rec.cue,
+        "candidates": rec.candidates,
+        "associations": rec.associations,
+        "num_associations": rec.num_associations,
+        "num_candidates": rec.num_candidates,
+        "score_fool_the_ai": rec.score_fool_the_ai,
+        "annotation_index": rec.annotation_index,
+        "images_source": rec.images_source,
+        "cue_weight": rec.cue_weight,
+        "associations_mean_weight": rec.associations_mean_weight,
+        "candidates_connectivity_score": rec.candidates_connectivity_score,
+        "spymaster": rec.spymaster,
+        "solvers": None,
+        "solver_jaccards": None,
+        "n_solvers": None,
+        "late_answers": 0,
+        "solvers_jaccard_mean": rec.solvers_jaccard_mean,
+        "solvers_jaccard_std": rec.solvers_jaccard_std,
+        "solvers_agreement": None,
+        "ID": None,
+    }
+
+
+def _conflict_row(uid: str, row: dict[str, Any], old: dict[str, Any], fp: str, n_given: int) -> dict[str, Any]:
+    """The ``rejected`` row of imported content (fingerprint ``fp``) that differs from the ledger
+    row ``old`` recorded under its ``uid``: uid ``<uid>#conflict:<fp[:12]>``, all ``n_given``
+    answers late."""
+    what = (
+        f"published {old['dataset']} ID {int(old['ID'])}"
+        if not is_null(old["ID"])
+        else f"{old['split']} split ID {int(old['split_id'])}"
+    )
+    return row | {
+        "instance_uid": f"{uid}#conflict:{fp[:12]}",
+        "late_answers": n_given,
+        "status": "rejected",
+        "reason": f"content differs from {what} (cue {old['cue']!r}) recorded for {uid} "
+        "in the ID ledger: an instance_id names one instance forever; give this instance a new instance_id",
+    }
+
+
+def _score_raw(
+    row: dict[str, Any],
+    old: dict[str, Any] | None,
+    given: dict[str, list[str]],
+    associations: list[str],
+    min_solvers: int,
+) -> dict[str, Any] | None:
+    """Score a raw instance's ``row`` in place from exactly ``min_solvers`` answers in ``given``
+    (the solvers ``old`` recorded first, then by hashed solver id; the rest ``late_answers``).
+
+    Returns its ``insufficient_solvers`` row when fewer answered, else None (``row`` scored)."""
+    recorded = set(old["solvers"] or []) if old is not None and isinstance(old["solvers"], list) else set()
+    order = sorted(given, key=lambda s: (s not in recorded, s))
+    row["n_solvers"] = len(order)
+    if len(order) < min_solvers:
+        return row | {
+            "status": "insufficient_solvers",
+            "reason": f"{len(order)} valid answer(s) by other players, need {min_solvers}",
+        }
+    counted = order[:min_solvers]
+    sels = [given[s] for s in counted]
+    js = solver_jaccards(sels, associations)
+    mean, std = solvable_by_humans(js)
+    row |= {
+        "solvers": counted,
+        "solver_jaccards": js,
+        "n_solvers": len(counted),
+        "late_answers": len(order) - len(counted),
+        "solvers_jaccard_mean": mean,
+        "solvers_jaccard_std": std,
+        "solvers_agreement": solver_agreement(sels),
+    }
+    return None
+
+
+def _fate(row: dict[str, Any], cue_flag: object, min_solver_jaccard: float) -> dict[str, Any]:
+    """A scored unpublished row with its status: ``profane_cue`` (``cue_flag`` a string),
+    ``insufficient_solvers`` (no mean), ``selected`` (mean >= the threshold) or ``below_threshold``."""
+    mean = row["solvers_jaccard_mean"]
+    late = f"; {row['late_answers']} later answer(s) not counted" if row["late_answers"] else ""
+    if isinstance(cue_flag, str):
+        return row | {"status": "profane_cue", "reason": f"cue flagged: {cue_flag}"}
+    if pd.isna(mean):
+        return row | {"status": "insufficient_solvers", "reason": "no solver scores"}
+    if mean >= min_solver_jaccard:
+        return row | {"status": "selected", "reason": late[2:] or None}
+    return row | {"status": "below_threshold", "reason": f"solver mean {mean} < {min_solver_jaccard}{late}"}
+
+
+def _kept_rows(
+    led: dict[str, dict[str, Any]],
+    emitted: set[str],
+    rows: list[dict[str, Any]],
+    answers: dict[str, dict[str, list[str]]],
+    gone: dict[str, str],
+    min_solver_jaccard: float,
+) -> list[dict[str, Any]]:
+    """Published ledger rows not ``emitted`` as imported instances, rebuilt frozen, by dataset and
+    ID; the reason says whether their uid now holds other content (a ``rejected`` row in ``rows``)."""
+    kept = sorted(
+        (r for u, r in led.items() if u not in emitted and not is_null(r["ID"])),
+        key=lambda r: (r["dataset"], int(r["ID"])),
+    )
+    shadowed = {r["instance_uid"].split("#conflict:")[0] for r in rows if r["status"] == "rejected"}
+    out = []
+    for old in kept:
+        uid = old["instance_uid"]
+        why = (
+            "its instance_id now holds other content (rejected)"
+            if uid in shadowed
+            else "its source row is no longer imported"
+        )
+        note = f"published; {why}: kept from the ID ledger"
+        out.append(published_row(old, {}, answers.get(uid, {}), gone.get(uid), min_solver_jaccard, note))
+    return out
+
+
+def _selection_frame(
+    rows: list[dict[str, Any]],
+    dups: dict[int, Any],
+    led: dict[str, dict[str, Any]],
+    ledger: pd.DataFrame | None,
+    instances: pd.DataFrame,
+) -> pd.DataFrame:
+    """``rows`` as a :class:`schemas.selection.Selection` frame: column dtypes, split IDs and
+    benchmark IDs (from ``ledger``), duplicates' reasons (``dups``: row index -> what it copies)
+    and collection rounds."""
     df = pd.DataFrame(rows, columns=list(Selection.to_schema().columns))
     for col in ("score_fool_the_ai", "n_solvers", "annotation_index"):
         df[col] = df[col].astype("Int64")
@@ -295,133 +364,6 @@ def rounds_of(selection: pd.DataFrame, instances: pd.DataFrame) -> pd.Series:
         for uid, origin in zip(selection["instance_uid"], selection["origin"])
     ]
     return pd.Series(pd.array(out, dtype="Int64"), index=selection.index)
-
-
-def annotator_stats(selection: pd.DataFrame, solves: pd.DataFrame, gold: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per spymaster and per solver (hashed ids): counts, mean Jaccard, mean fool-the-AI, and each
-    solver's gold check.
-
-    Args:
-        gold: :class:`schemas.annotations.GoldChecks` (None or empty: no solver was judged). A
-            solver it holds gets ``gold_answers``, ``gold_mean_jaccard`` and ``gold_status``, and a
-            row even when none of their answers counts (``count`` 0: a solver who failed the check).
-
-    Returns :class:`schemas.selection.AnnotatorStats` rows, spymasters first, by annotator;
-    ``count`` and ``mean_jaccard`` of a solver are over the answers in ``solves`` (those that count);
-    solvers the gold check never judged have ``gold_answers`` 0 and null gold mean and status.
-    """
-    rows = []
-    spy = selection[selection["spymaster"].notna()]
-    for who, g in spy.groupby("spymaster", sort=True):
-        fool = g["score_fool_the_ai"].dropna().astype(float)
-        human = g["solvers_jaccard_mean"].dropna()
-        rows.append(
-            {
-                "role": "spymaster",
-                "annotator": who,
-                "count": len(g),
-                "selected": int((g["status"] == "selected").sum()),
-                "mean_jaccard": float(human.mean()) if len(human) else None,
-                "mean_fool_the_ai": float(fool.mean()) if len(fool) else None,
-            }
-        )
-    live = selection[selection["status"] != "rejected"]
-    assoc = dict(zip(live["instance_uid"], live["associations"]))
-    solves = solves[solves["instance_uid"].isin(set(assoc))]  # an answer to content the ledger rejected: no row
-    js = [jaccard(sel, assoc[uid]) for uid, sel in zip(solves["instance_uid"], solves["selection"])]
-    by_solver: dict[str, list[float]] = {}
-    for who, j in zip(solves["solver"], js):
-        by_solver.setdefault(str(who), []).append(j)
-    judged = {} if gold is None else {s: r for s, r in zip(gold["solver"], gold.to_dict("records"))}
-    for who in sorted(set(by_solver) | set(judged)):
-        mine, check = by_solver.get(who, []), judged.get(who)
-        rows.append(
-            {
-                "role": "solver",
-                "annotator": who,
-                "count": len(mine),
-                "selected": None,
-                "mean_jaccard": float(pd.Series(mine, dtype=float).mean()) if mine else None,
-                "mean_fool_the_ai": None,
-                "gold_answers": check["gold_answers"] if check else 0,
-                "gold_mean_jaccard": check["gold_mean_jaccard"] if check else None,
-                "gold_status": check["gold_status"] if check else None,
-            }
-        )
-    df = pd.DataFrame(rows, columns=list(AnnotatorStats.to_schema().columns))
-    for col in ("selected", "gold_answers"):
-        df[col] = df[col].astype("Int64")
-    df["gold_mean_jaccard"] = df["gold_mean_jaccard"].astype(float)
-    return df
-
-
-def table1(selection: pd.DataFrame, min_solver_jaccard: float) -> pd.DataFrame:
-    """The paper's Table 1 per dataset and candidate group (:class:`schemas.selection.Table1`);
-    rejected rows (content conflicting with the ID ledger) and duplicates are not instances of
-    their own and not counted."""
-    selection = selection[~selection["status"].isin(UNNUMBERED)]
-    df = selection.assign(group=selection["num_candidates"].map(candidate_group))
-    df["_order"] = df["group"].map({"5&6": 0, "10&12": 1})
-    rows = []
-    for (dataset, _, group), g in df.groupby(["dataset", "_order", "group"], sort=True):
-        fool = g["score_fool_the_ai"].dropna().astype(float)
-        human = g["solvers_jaccard_mean"].dropna()
-        rows.append(
-            {
-                "dataset": dataset,
-                "candidates_group": group,
-                "generated_associations": len(g),
-                "avg_model_score_percent": round(float((100 - fool).mean()), 1) if len(fool) else None,
-                "avg_human_score_percent": round(100 * float(human.mean()), 1) if len(human) else None,
-                "kept": int((g["status"] == "selected").sum()),
-                "min_solver_jaccard": min_solver_jaccard,
-            }
-        )
-    return pd.DataFrame(rows, columns=list(Table1.to_schema().columns))
-
-
-def distributions(selection: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Plot data: instances per solver-mean value (by dataset) and per fool-the-AI value (by group)."""
-    sj = selection.dropna(subset=["solvers_jaccard_mean"])
-    solver = (
-        sj.assign(
-            series=sj["dataset"] + " " + sj["status"],
-            solvers_jaccard_mean=sj["solvers_jaccard_mean"].round(2).astype(str),
-        )
-        .groupby(["series", "solvers_jaccard_mean"])
-        .size()
-        .rename("instances")
-        .reset_index()
-    )
-    fa = selection.dropna(subset=["score_fool_the_ai"])
-    fool = (
-        fa.assign(
-            # astype(str): with no scored instance (a game without rival weights) map() gives int64
-            series=fa["dataset"] + " " + fa["num_candidates"].map(candidate_group).astype(str),
-            score_fool_the_ai=fa["score_fool_the_ai"].astype(int).astype(str),
-        )
-        .groupby(["series", "score_fool_the_ai"])
-        .size()
-        .rename("instances")
-        .reset_index()
-    )
-    return solver, fool
-
-
-def table1_markdown(t: pd.DataFrame) -> str:
-    """Table 1 as Markdown, one column per (dataset, group), rows as in the paper."""
-    thr = int(round(100 * float(t["min_solver_jaccard"].iloc[0]))) if len(t) else 80
-    heads = [f"{d} {g}" for d, g in zip(t["dataset"], t["candidates_group"])]
-
-    def fmt(v: Any, pct: bool = False) -> str:
-        return "n/a" if pd.isna(v) else (f"{v:.0f}%" if pct else f"{int(v):,}")
-
-    lines = ["| # Candidates | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
-    lines.append("| # Generated Associations | " + " | ".join(fmt(v) for v in t["generated_associations"]) + " |")
-    lines.append("| % Avg. Model Score | " + " | ".join(fmt(v, True) for v in t["avg_model_score_percent"]) + " |")
-    lines.append("| % Avg. Human Score | " + " | ".join(fmt(v, True) for v in t["avg_human_score_percent"]) + " |")
-    lines.append(f"| # >= {thr}% Avg. Human Score | " + " | ".join(fmt(v) for v in t["kept"]) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def run(params: Params) -> Metrics:
