@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
@@ -107,6 +107,27 @@ def _features(members: list[Member], ii: np.ndarray, cc: np.ndarray) -> np.ndarr
     return np.hstack([pair_features(m.cues[ii], m.concepts[cc]) for m in members])
 
 
+@dataclass
+class _Run:
+    """One AF run: its inputs (``assigned`` is replaced in place) and its progress so far."""
+
+    ids: list[str]
+    positives: list[np.ndarray]  # per instance: its associations' concept indices
+    assigned: list[np.ndarray]  # per instance: its current distractors' concept indices
+    pools: list[np.ndarray]  # per instance: the concept indices it may draw distractors from
+    members: list[Member]
+    judges: Sequence[Judge]
+    p: AdversarialFilterParams
+    in_report: np.ndarray  # (instances,) bool: the held-out report set, never in a stopping split
+    n_test: int  # instances in each iteration's held-out split
+    it: int = 0  # iterations begun
+    first: dict[str, JudgeScore] = field(default_factory=dict)  # the judges' first verdict
+    last: dict[str, JudgeScore] = field(default_factory=dict)  # the judges' latest verdict
+    reason: str = "budget"
+    reps: list[dict[str, Any]] = field(default_factory=list)  # replacement rows
+    iters: list[dict[str, Any]] = field(default_factory=list)  # iteration rows
+
+
 def adversarial_filter(
     ids: list[str],
     positives: list[np.ndarray],
@@ -142,144 +163,201 @@ def adversarial_filter(
     report = np.sort(np.random.default_rng([p.seed, 0]).permutation(n)[:n_report])
     in_report = np.zeros(n, dtype=bool)
     in_report[report] = True
-    reps: list[dict[str, Any]] = []
-    iters: list[dict[str, Any]] = []
-    plan = [("cheap", p.cheap_iterations), ("ensemble", p.ensemble_iterations)]
-    it = 0
-    first: dict[str, JudgeScore] = {}
-    last: dict[str, JudgeScore] = {}
-    reason = "budget"
-
-    def split(it: int) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
-        rng = np.random.default_rng([p.seed, it])
-        perm = rng.permutation(n)
-        return rng, np.sort(perm[:n_test]), np.sort(perm[n_test:])
-
-    for phase, count in plan:
-        idle = 0
-        for _ in range(count):
-            it += 1
-            rng, test, train = split(it)
-            verdict: dict[str, JudgeScore] = {}
-            if judges and (it - 1) % p.judge_every == 0:
-                verdict = judge(
-                    judges, positives, assigned, train[~in_report[train]], test[~in_report[test]], p.seed + it
-                )
-                first, last = first or verdict, verdict
-                if at_chance(verdict, p.chance_tolerance):
-                    reason = "judges_at_chance"
-                    break
-            ti = np.concatenate([np.full(len(positives[i]) + len(assigned[i]), i) for i in train])
-            tc = np.concatenate([np.concatenate([positives[i], assigned[i]]) for i in train])
-            ty = np.concatenate([np.r_[np.ones(len(positives[i])), np.zeros(len(assigned[i]))] for i in train]) > 0
-            kinds = (
-                [(members[0].name, "linear", [members[0]])]
-                if phase == "cheap"
-                else ([(m.name, "linear", [m]) for m in members] + [("ensemble-mlp", "mlp", members)])
-            )
-            cand = [np.concatenate([positives[i], assigned[i]]) for i in test]
-            lay = Layout(
-                _pad([np.arange(len(c)) for c in cand]),
-                _pad([np.r_[np.ones(len(positives[i])), np.zeros(len(assigned[i]))] > 0 for i in test], False),
-                np.array([len(positives[i]) for i in test]),
-            )
-            ci = np.concatenate([np.full(len(c), i) for c, i in zip(cand, test)])
-            cc = np.concatenate(cand)
-            results = {}
-            for name, kind, ms in kinds:
-                scorer = _scorer(kind, ms, _features(ms, ti, tc), ty, p, it)
-                flat = scorer(ci, cc)
-                scores = np.full(lay.rows.shape, -np.inf)
-                scores[lay.rows >= 0] = flat
-                # rows are positions within each instance: place flat scores by padding mask
-                results[name] = (scorer, scores, float(topk_credit(scores, lay.label, lay.k).mean()))
-            best = min(results, key=lambda k: (-results[k][2], k))
-            scorer, scores, jac = results[best]
-            easy_total, assigned_total, swaps = 0, 0, 0
-            for row, i in enumerate(test):
-                k = len(positives[i])
-                s_pos, s_ass = scores[row, :k], scores[row, k : k + len(assigned[i])]
-                low = float(s_pos.min())
-                easy = np.flatnonzero(s_ass < low)
-                easy_total += len(easy)
-                assigned_total += len(assigned[i])
-                free = np.setdiff1d(pools[i], assigned[i])
-                s_free = scorer(np.full(len(free), i), free) if len(free) else np.zeros(0)
-                adv = np.flatnonzero(s_free > low)
-                r = min(p.replacements, len(easy), len(adv))
-                if r == 0:
-                    continue
-                out_slots = rng.choice(easy, r, replace=False)
-                in_items = rng.choice(adv, r, replace=False)
-                for slot, j in zip(out_slots, in_items):
-                    reps.append(
-                        {
-                            "iteration": it,
-                            "phase": phase,
-                            "instance_id": ids[i],
-                            "removed": int(assigned[i][slot]),
-                            "added": int(free[j]),
-                            "removed_score": float(s_ass[slot]),
-                            "added_score": float(s_free[j]),
-                            "lowest_association_score": low,
-                            "member": best,
-                        }
-                    )
-                    assigned[i][slot] = free[j]
-                swaps += r
-            chance = float(
-                np.mean(
-                    [random_expected_jaccard(len(positives[i]) + len(assigned[i]), len(positives[i])) for i in test]
-                )
-            )
-            iters.append(
-                {
-                    "iteration": it,
-                    "phase": phase,
-                    "member": best,
-                    "held_out_jaccard": jac,
-                    "chance_jaccard": chance,
-                    "member_jaccards": json.dumps({k: round(v[2], 4) for k, v in results.items()}),
-                    "easy_fraction": easy_total / max(1, assigned_total),
-                    "replacements": swaps,
-                    "replacements_mean": swaps / len(test),
-                    "judge_scores": _judge_json(verdict),
-                }
-            )
-            if log:
-                log(
-                    f"adversarial_filter: iteration {it} ({phase}, {best}): held-out Jaccard {jac:.3f} vs chance {chance:.3f}, {swaps} replacements"
-                )
-            idle = idle + 1 if swaps == 0 else 0
-            if idle >= p.patience:
-                reason = "patience" if phase == "ensemble" else reason
-                break
-        if reason == "judges_at_chance":
+    run = _Run(ids, positives, assigned, pools, members, judges, p, in_report, n_test)
+    for phase, count in [("cheap", p.cheap_iterations), ("ensemble", p.ensemble_iterations)]:
+        _run_phase(run, phase, count, log)
+        if run.reason == "judges_at_chance":
             break
-    if judges and reason != "judges_at_chance":  # the final assignment, on a split no iteration used
-        _, test, train = split(it + 1)
-        last = judge(judges, positives, assigned, train[~in_report[train]], test[~in_report[test]], p.seed + it + 1)
-        first = first or last
-    held: dict[str, HeldOutReport] = {}
-    if n_report:
-        rest = np.flatnonzero(~in_report)
-        before = judge(judges, positives, original, rest, report, p.seed + 1_000_003)
-        after = judge(judges, positives, assigned, rest, report, p.seed + 1_000_003)
-        held = {
-            j.name: {"family": j.family, "before": before[j.name], "after": after[j.name]}
-            for j in judges
-            if j.name in after
-        }
+    if judges and run.reason != "judges_at_chance":  # the final assignment, on a split no iteration used
+        _, test, train = _split(p.seed, n, n_test, run.it + 1)
+        run.last = _judge_split(run, test, train, p.seed + run.it + 1)
+        run.first = run.first or run.last
+    held = _held_out_report(run, original, report) if n_report else {}
     stop: Stop = {
-        "reason": reason,
-        "iterations": len(iters),
+        "reason": run.reason,
+        "iterations": len(run.iters),
         "judges": {
-            j.name: {"family": j.family, "first": first[j.name], "last": last[j.name]} for j in judges if j.name in last
+            j.name: {"family": j.family, "first": run.first[j.name], "last": run.last[j.name]}
+            for j in judges
+            if j.name in run.last
         },
         "report": held,
         "report_instances": n_report,
     }
-    return assigned, reps, iters, stop
+    return assigned, run.reps, run.iters, stop
+
+
+def _split(seed: int, n: int, n_test: int, it: int) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+    """Iteration ``it``'s split of ``n`` instances, seeded by (``seed``, ``it``): the generator (it
+    then draws the iteration's replacements), the ``n_test`` held-out and the training indices, sorted."""
+    rng = np.random.default_rng([seed, it])
+    perm = rng.permutation(n)
+    return rng, np.sort(perm[:n_test]), np.sort(perm[n_test:])
+
+
+def _judge_split(run: _Run, test: np.ndarray, train: np.ndarray, seed: int) -> dict[str, JudgeScore]:
+    """The judges trained on ``train`` and scored on ``test`` (both without the report set) on the
+    current assignment; judge name -> held-out score."""
+    in_report = run.in_report
+    return judge(run.judges, run.positives, run.assigned, train[~in_report[train]], test[~in_report[test]], seed)
+
+
+def _run_phase(run: _Run, phase: str, count: int, log: Callable[[str], None] | None) -> None:
+    """Up to ``count`` iterations of ``phase`` (``cheap`` or ``ensemble``), each judged first on its
+    ``judge_every``-th turn; ends early when the judges are at chance (``run.reason``
+    ``judges_at_chance``) or after ``patience`` iterations that replaced nothing (``patience`` in
+    the ensemble phase; the cheap phase just hands over)."""
+    p, idle = run.p, 0
+    for _ in range(count):
+        run.it += 1
+        rng, test, train = _split(p.seed, len(run.ids), run.n_test, run.it)
+        verdict: dict[str, JudgeScore] = {}
+        if run.judges and (run.it - 1) % p.judge_every == 0:
+            verdict = _judge_split(run, test, train, p.seed + run.it)
+            run.first, run.last = run.first or verdict, verdict
+            if at_chance(verdict, p.chance_tolerance):
+                run.reason = "judges_at_chance"
+                return
+        row = _iteration(run, phase, rng, test, train, verdict)
+        run.iters.append(row)
+        if log:
+            log(
+                f"adversarial_filter: iteration {run.it} ({phase}, {row['member']}): held-out Jaccard {row['held_out_jaccard']:.3f} vs chance {row['chance_jaccard']:.3f}, {row['replacements']} replacements"
+            )
+        idle = idle + 1 if row["replacements"] == 0 else 0
+        if idle >= p.patience:
+            run.reason = "patience" if phase == "ensemble" else run.reason
+            return
+
+
+def _iteration(
+    run: _Run,
+    phase: str,
+    rng: np.random.Generator,
+    test: np.ndarray,
+    train: np.ndarray,
+    verdict: dict[str, JudgeScore],
+) -> dict[str, Any]:
+    """One iteration: fit the phase's models on ``train``, keep the best on ``test`` (highest
+    held-out Jaccard, then name), replace easy distractors of the ``test`` instances with it.
+    Returns the iteration's :class:`schemas.adversarial.AfIterations` row."""
+    positives, assigned = run.positives, run.assigned
+    results = _fit_models(run, phase, train, test)
+    best = min(results, key=lambda k: (-results[k][2], k))
+    scorer, scores, jac = results[best]
+    easy_total, assigned_total, swaps = _replace(run, phase, best, scorer, scores, test, rng)
+    chance = float(
+        np.mean([random_expected_jaccard(len(positives[i]) + len(assigned[i]), len(positives[i])) for i in test])
+    )
+    return {
+        "iteration": run.it,
+        "phase": phase,
+        "member": best,
+        "held_out_jaccard": jac,
+        "chance_jaccard": chance,
+        "member_jaccards": json.dumps({k: round(v[2], 4) for k, v in results.items()}),
+        "easy_fraction": easy_total / max(1, assigned_total),
+        "replacements": swaps,
+        "replacements_mean": swaps / len(test),
+        "judge_scores": _judge_json(verdict),
+    }
+
+
+def _fit_models(
+    run: _Run, phase: str, train: np.ndarray, test: np.ndarray
+) -> dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], np.ndarray, float]]:
+    """Fit the phase's models (cheap: the first member's linear model; ensemble: each member's and
+    the MLP over all) on ``train``'s pairs; model name -> (scorer, ``test`` scores (instances,
+    max candidates), -inf past an instance's candidates, positives first; mean top-k Jaccard)."""
+    positives, assigned, members = run.positives, run.assigned, run.members
+    ti = np.concatenate([np.full(len(positives[i]) + len(assigned[i]), i) for i in train])
+    tc = np.concatenate([np.concatenate([positives[i], assigned[i]]) for i in train])
+    ty = np.concatenate([np.r_[np.ones(len(positives[i])), np.zeros(len(assigned[i]))] for i in train]) > 0
+    kinds = (
+        [(members[0].name, "linear", [members[0]])]
+        if phase == "cheap"
+        else ([(m.name, "linear", [m]) for m in members] + [("ensemble-mlp", "mlp", members)])
+    )
+    cand = [np.concatenate([positives[i], assigned[i]]) for i in test]
+    lay = Layout(
+        _pad([np.arange(len(c)) for c in cand]),
+        _pad([np.r_[np.ones(len(positives[i])), np.zeros(len(assigned[i]))] > 0 for i in test], False),
+        np.array([len(positives[i]) for i in test]),
+    )
+    ci = np.concatenate([np.full(len(c), i) for c, i in zip(cand, test)])
+    cc = np.concatenate(cand)
+    results = {}
+    for name, kind, ms in kinds:
+        scorer = _scorer(kind, ms, _features(ms, ti, tc), ty, run.p, run.it)
+        flat = scorer(ci, cc)
+        scores = np.full(lay.rows.shape, -np.inf)
+        scores[lay.rows >= 0] = flat
+        # rows are positions within each instance: place flat scores by padding mask
+        results[name] = (scorer, scores, float(topk_credit(scores, lay.label, lay.k).mean()))
+    return results
+
+
+def _replace(
+    run: _Run,
+    phase: str,
+    best: str,
+    scorer: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    scores: np.ndarray,
+    test: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[int, int, int]:
+    """Per ``test`` instance (row of ``scores``), swap up to ``replacements`` easy distractors
+    (scored below its lowest association) for pool concepts ``scorer`` rates above it, drawn by
+    ``rng``; ``run.assigned`` changes in place, a row per swap joins ``run.reps``.
+    Returns (easy distractors, distractors, swaps) over the test instances."""
+    positives, assigned, pools, p = run.positives, run.assigned, run.pools, run.p
+    easy_total, assigned_total, swaps = 0, 0, 0
+    for row, i in enumerate(test):
+        k = len(positives[i])
+        s_pos, s_ass = scores[row, :k], scores[row, k : k + len(assigned[i])]
+        low = float(s_pos.min())
+        easy = np.flatnonzero(s_ass < low)
+        easy_total += len(easy)
+        assigned_total += len(assigned[i])
+        free = np.setdiff1d(pools[i], assigned[i])
+        s_free = scorer(np.full(len(free), i), free) if len(free) else np.zeros(0)
+        adv = np.flatnonzero(s_free > low)
+        r = min(p.replacements, len(easy), len(adv))
+        if r == 0:
+            continue
+        out_slots = rng.choice(easy, r, replace=False)
+        in_items = rng.choice(adv, r, replace=False)
+        for slot, j in zip(out_slots, in_items):
+            run.reps.append(
+                {
+                    "iteration": run.it,
+                    "phase": phase,
+                    "instance_id": run.ids[i],
+                    "removed": int(assigned[i][slot]),
+                    "added": int(free[j]),
+                    "removed_score": float(s_ass[slot]),
+                    "added_score": float(s_free[j]),
+                    "lowest_association_score": low,
+                    "member": best,
+                }
+            )
+            assigned[i][slot] = free[j]
+        swaps += r
+    return easy_total, assigned_total, swaps
+
+
+def _held_out_report(run: _Run, original: list[np.ndarray], report: np.ndarray) -> dict[str, HeldOutReport]:
+    """Each judge retrained on the instances outside ``report`` and scored on ``report``, on the
+    ``original`` distractors and on AF's (:class:`HeldOutReport`)."""
+    judges, positives, p = run.judges, run.positives, run.p
+    rest = np.flatnonzero(~run.in_report)
+    before = judge(judges, positives, original, rest, report, p.seed + 1_000_003)
+    after = judge(judges, positives, run.assigned, rest, report, p.seed + 1_000_003)
+    return {
+        j.name: {"family": j.family, "before": before[j.name], "after": after[j.name]}
+        for j in judges
+        if j.name in after
+    }
 
 
 def _judge_json(verdict: dict[str, JudgeScore]) -> str:
