@@ -190,81 +190,183 @@ def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
 
 
 def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
+    """Load an ``open_clip`` model entry: check the architecture and tag, resolve the weights
+    (:func:`_weights_source`), create the model and wrap its towers as the embedders of a
+    :class:`LoadedModel`.
+
+    Raises:
+        ParamsError: unknown architecture or tag, or a ``weights_path`` that does not exist.
+        WeightsUnavailable: no weights can be had (see :func:`_weights_source`, :func:`_create_open_clip`).
+        WeightsMismatch: the weights file's sha256 differs from the entry's pin.
+    """
     from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
     import open_clip
     import torch
 
-    from gavil.models.image_input import array_preprocess, limit_malloc_arenas, prefetched, release_free_memory
-    from gavil.models.precision import autocast, channels_last, is_convolutional, numerics_id, resolve
+    from gavil.models.image_input import limit_malloc_arenas
+    from gavil.models.precision import numerics_id, resolve
 
     prec, dev = resolve(opt.precision, opt.device)
     model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
     if model_name not in open_clip.list_models():
         raise ParamsError(f"{spec.name}: {model_name!r} is not an open_clip architecture")
     torch.set_num_threads(opt.threads)
-    quick_gelu = False
-    if tag is not None:
-        cfg = open_clip.get_pretrained_cfg(model_name, tag)
-        if not cfg and not weights_path:
-            raise ParamsError(
-                f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
-            )
-        quick_gelu = bool(cfg.get("quick_gelu", False))
+    quick_gelu = _quick_gelu(spec)
     advice = how_to_provide(model_name, tag, spec.entry)
+    source, label, sha = _weights_source(spec, opt, advice)
+    model, preprocess = _create_open_clip(spec, opt, source, quick_gelu, advice)
+    sha = _loaded_sha256(spec, opt, source, sha)
+    conv = _prepare_open_clip(model, prec, dev)
+    tokenizer = open_clip.get_tokenizer(model_name)
+    if opt.loader_workers > 0:
+        limit_malloc_arenas()
+    embed_images = _image_embedder(spec, opt, model, preprocess, (prec, dev), conv)
+    embed_texts = _text_embedder(spec, opt, model, tokenizer, dev)
+    untrained = tag is None and not weights_path
+    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev), sha)
+
+
+def _quick_gelu(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s pretrained tag was trained with QuickGELU (its open_clip config says so);
+    False without a tag.
+
+    Raises:
+        ParamsError: the tag is unknown for the architecture and no ``weights_path`` is given.
+    """
+    import open_clip
+
+    model_name, tag = spec.model, spec.pretrained
+    if tag is None:
+        return False
+    cfg = open_clip.get_pretrained_cfg(model_name, tag)
+    if not cfg and not spec.weights_path:
+        raise ParamsError(
+            f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
+        )
+    return bool(cfg.get("quick_gelu", False))
+
+
+def _weights_source(spec: ModelSpec, opt: RuntimeOptions, advice: str) -> tuple[str | None, str, str | None]:
+    """Where open_clip takes ``spec``'s weights from: ``weights_path`` -> the local cache -> the tag
+    itself (a download, when allowed and the host answers); random weights without a tag.
+
+    Returns:
+        ``(source, label, sha)``: what ``open_clip.create_model_and_transforms`` gets as
+        ``pretrained`` (a file, the tag, or None), the weights' label (``file:<sha prefix>``, the tag,
+        ``untrained``), and the sha256 of the file when it is known before loading (else None).
+
+    Raises:
+        ParamsError: ``weights_path`` does not exist.
+        WeightsUnavailable: no cached file and downloading is off, or the host does not answer
+            (``advice`` says how to provide the weights).
+        WeightsMismatch: the file's sha256 differs from the entry's pin.
+    """
+    model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
     sha: str | None = None  # of the weights file, hashed before loading where the file is known
     if weights_path:
         if not os.path.isfile(weights_path):
             raise ParamsError(f"{spec.name}: weights_path={weights_path!r} does not exist")
         sha = checked_sha256(spec, weights_path, "weights_path")
-        source, label = weights_path, f"file:{str(sha)[:16]}"
-    elif tag is None:
-        source, label = None, "untrained"
-    else:
-        source, label = cached_weights(model_name, tag, opt.cache_dir), tag
-        if source is None:
-            if not opt.allow_download:
-                raise WeightsUnavailable(no_weights_reason(spec, False), "no cached file", advice)
-            why = _reachable(model_name, tag)
-            if why:
-                raise WeightsUnavailable(no_weights_reason(spec, True), why, advice)
-            source = tag
-        else:
-            sha = checked_sha256(spec, source, "the cache")  # a wrong file is refused before it is loaded
+        return weights_path, f"file:{str(sha)[:16]}", sha
+    if tag is None:
+        return None, "untrained", None
+    source = cached_weights(model_name, tag, opt.cache_dir)
+    if source is None:
+        if not opt.allow_download:
+            raise WeightsUnavailable(no_weights_reason(spec, False), "no cached file", advice)
+        why = _reachable(model_name, tag)
+        if why:
+            raise WeightsUnavailable(no_weights_reason(spec, True), why, advice)
+        return tag, tag, None
+    sha = checked_sha256(spec, source, "the cache")  # a wrong file is refused before it is loaded
+    return source, tag, sha
+
+
+def _create_open_clip(
+    spec: ModelSpec, opt: RuntimeOptions, source: str | None, quick_gelu: bool, advice: str
+) -> tuple[Any, Any]:
+    """``(model, preprocess)`` of open_clip's ``create_model_and_transforms`` from ``source`` (see
+    :func:`_weights_source`), seeded so that untrained random weights are the same in every run.
+
+    Raises:
+        WeightsUnavailable: loading (or downloading) the tag's or cache's weights failed, the library's
+            text in its ``detail``; a ``weights_path`` that fails to load raises the library's error.
+    """
+    import open_clip
+    import torch
+
+    tag = spec.pretrained
     kwargs: dict[str, Any] = {"pretrained": source, "force_quick_gelu": quick_gelu and source != tag}
     if source == tag and opt.cache_dir:
         kwargs["cache_dir"] = opt.cache_dir
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # "untrained" random weights are the same in every process and run
-            model, _, preprocess = open_clip.create_model_and_transforms(model_name, **kwargs)
+            model, _, preprocess = open_clip.create_model_and_transforms(spec.model, **kwargs)
     except (RuntimeError, OSError) as e:
-        if weights_path:
+        if spec.weights_path:
             raise
         detail = f"loading failed: {type(e).__name__}: {e}"  # a library's or the OS's text: the log only
         raise WeightsUnavailable(no_weights_reason(spec, opt.allow_download), detail, advice) from e
+    return model, preprocess
+
+
+def _loaded_sha256(spec: ModelSpec, opt: RuntimeOptions, source: str | None, sha: str | None) -> str | None:
+    """The loaded weights' sha256: ``sha`` (known before loading), or, for weights downloaded just now,
+    that of the file the download left in the cache; unpinned weights from the cache are announced
+    on stderr with their hash.
+
+    Raises:
+        WeightsMismatch: the downloaded file's sha256 differs from the entry's pin.
+    """
+    tag = spec.pretrained
     if source == tag and tag is not None:  # downloaded just now: the file the download left in the cache
-        sha = checked_sha256(spec, cached_weights(model_name, tag, opt.cache_dir), "the download")
-    if sha and not spec.sha256 and not weights_path:
+        sha = checked_sha256(spec, cached_weights(spec.model, tag, opt.cache_dir), "the download")
+    if sha and not spec.sha256 and not spec.weights_path:
         print(
             f"{spec.name}: unpinned weights from the cache, sha256 {sha} (recorded in the metrics; "
             f"models.{spec.entry}.sha256 pins them)",
             file=sys.stderr,
         )
+    return sha
+
+
+def _prepare_open_clip(model: Any, prec: str, dev: str) -> bool:
+    """Put ``model`` in eval mode on ``dev`` for precision ``prec``: in bf16 a convolutional image tower
+    goes channels-last and the text tower's weights to bf16 (:func:`_text_tower_to_bf16`).
+
+    Returns:
+        Whether the image batches go channels-last (bf16 and a convolutional image tower).
+    """
+    from gavil.models.precision import channels_last, is_convolutional
+
     model.eval().to(dev)
     conv = prec == "bf16" and is_convolutional(model.visual)
     if conv:
         channels_last(model.visual)
     if prec == "bf16":
         _text_tower_to_bf16(model)
-    tokenizer = open_clip.get_tokenizer(model_name)
-    if opt.loader_workers > 0:
-        limit_malloc_arenas()
+    return conv
 
+
+def _image_embedder(
+    spec: ModelSpec, opt: RuntimeOptions, model: Any, preprocess: Any, numerics: tuple[str, str], conv: bool
+) -> Callable[[Sequence[str]], np.ndarray]:
+    """The image embedder of a :class:`LoadedModel`: image paths -> (n, dim) float32 L2-normalised
+    rows ((0, 0) for no path). Images are decoded and preprocessed on ``opt.loader_workers`` threads
+    ahead of the model, ``opt.batch_size`` at a time, under one autocast context for ``numerics``
+    (precision, device); ``conv`` sends the batches channels-last."""
+    import torch
+
+    from gavil.models.image_input import array_preprocess, prefetched, release_free_memory
+    from gavil.models.precision import autocast
+
+    prec, dev = numerics
     to_input = array_preprocess(preprocess)
 
-    def load_batch(chunk: Sequence[str]):
+    def load_batch(chunk: Sequence[str]) -> Any:
         from PIL import Image
 
         arrays = []
@@ -292,6 +394,16 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
                     release_free_memory()
         return np.concatenate(out).astype(np.float32)
 
+    return embed_images
+
+
+def _text_embedder(
+    spec: ModelSpec, opt: RuntimeOptions, model: Any, tokenizer: Any, dev: str
+) -> Callable[[Sequence[str]], np.ndarray]:
+    """The text embedder of a :class:`LoadedModel`: texts -> (n, dim) float32 L2-normalised rows
+    ((0, 0) for no text), ``opt.batch_size`` texts at a time on ``dev``."""
+    import torch
+
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         out = []
         with torch.inference_mode():
@@ -300,8 +412,7 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
                 out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 
-    untrained = tag is None and not weights_path
-    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev), sha)
+    return embed_texts
 
 
 def _text_tower_to_bf16(model: Any) -> None:
