@@ -41,7 +41,9 @@ def _env(home: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_the_own_benchmark_recipe_runs_verbatim_to_an_export_and_a_game(tmp_path):
     blocks = bash_blocks(PAGE.read_text())
-    assert len(blocks) >= 5 and blocks[-1].strip().startswith("gavil game"), "the game is served last"
+    last = blocks[-1].strip().splitlines()
+    assert len(blocks) >= 5 and last[-1].startswith("gavil game"), "the game is served last"
+    assert last[0] == "gavil round open --rival rival", "a round is opened before the game"
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = _env(tmp_path / "home")
@@ -86,6 +88,7 @@ def test_the_own_benchmark_recipe_runs_verbatim_to_an_export_and_a_game(tmp_path
             except OSError:
                 time.sleep(1)
         assert status is not None, "the game did not answer"
+        assert status["round"] == 1, status  # the page's round is the one the game collects
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
             assert resp.status == 200 and b"WinoGAViL" in resp.read()
     finally:
