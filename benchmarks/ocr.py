@@ -13,7 +13,7 @@ anything else on the machine falls on all of them alike:
 - ``readtext``: ``Reader.readtext(path)`` with EasyOCR's defaults (canvas 2,560, mag_ratio 1): the
   decision target;
 - ``readtext@640``: ``Reader.readtext(path, canvas_size=640)``, what any EasyOCR user can pass;
-- ``stage``: :func:`stages.ocr_filter.load_for_ocr` + :func:`stages.ocr_filter.make_reader` at the
+- ``stage``: :func:`gavil.models.ocr_engine.load_for_ocr` + :func:`gavil.models.easyocr_reader.make_reader` at the
   params' ``ocr.canvas_size`` and ``ocr.precision`` (resolved on this machine);
 - ``stage@<c>`` for each ``--extra-canvas`` c: the faster settings and what they lose.
 
@@ -59,8 +59,10 @@ def main() -> None:
     import easyocr_en_models
     import torch
 
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
     from gavil.models.precision import cpu_native_bf16, resolve
-    from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
+    from stages.ocr_filter import MatchRule, match_text
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]
     rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))

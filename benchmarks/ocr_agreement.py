@@ -7,7 +7,7 @@ text is small. This script makes only decisions, on fresh seeds of the OCR set
 both polarities), all sides in one process with their models loaded once:
 
 - ``readtext``: EasyOCR's ``readtext(path)`` with its defaults (fp32, canvas 2,560): the target;
-- the stage's reader (:func:`stages.ocr_filter.make_reader`) at canvas 2,560 with ``precision``
+- the stage's reader (:func:`gavil.models.easyocr_reader.make_reader`) at canvas 2,560 with ``precision``
   ``bf16`` (what ``auto`` is on this CPU) and ``int8`` (the stored scales), and ``fp32`` with
   ``--fp32`` (EasyOCR's networks as shipped: it should agree everywhere; slow);
 
@@ -56,7 +56,9 @@ def main() -> None:
     import yaml
 
     from gavil.compat.torchvision_bridge import ensure_torchvision
-    from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
+    from stages.ocr_filter import MatchRule, match_text
 
     ensure_torchvision()
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]

@@ -33,8 +33,8 @@ def main() -> None:
     from PIL import Image
 
     from benchmarks._web import write_web_photos
+    from gavil.models.easyocr_reader import make_reader
     from gavil.models.precision import resolve
-    from stages.ocr_filter import make_reader
 
     prec = resolve("auto", "cpu")[0]
     files = write_web_photos(Path(tempfile.mkdtemp(prefix="gavil-ocr-batch-")), 8, seed=3)

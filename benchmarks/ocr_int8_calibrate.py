@@ -45,7 +45,7 @@ def main() -> None:
     from easyocr.imgproc import normalizeMeanVariance
 
     from gavil.models.craft import QPARAMS_PATH, calibrate_int8
-    from stages.ocr_filter import load_for_ocr
+    from gavil.models.ocr_engine import load_for_ocr
 
     reader = easyocr.Reader(
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False

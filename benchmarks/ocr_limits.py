@@ -57,8 +57,8 @@ def main() -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
     from gavil.models.craft import fast_detector, quantize_int8
+    from gavil.models.ocr_engine import load_for_ocr
     from gavil.models.precision import cpu_native_bf16
-    from stages.ocr_filter import load_for_ocr
 
     reader = easyocr.Reader(
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False

@@ -62,8 +62,10 @@ def main() -> None:
     import easyocr_en_models
     import yaml
 
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
     from gavil.models.precision import resolve
-    from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
+    from stages.ocr_filter import MatchRule, match_text
 
     p = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]
     rule = MatchRule(float(p["match_threshold"]), float(p["min_confidence"]), int(p["min_word_len"]))

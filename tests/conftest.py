@@ -85,7 +85,7 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def ocr_reader():
     """One EasyOCR reader (offline English weights) for the whole session; batches of up to 8
     same-shaped images, so the tests run the stacked ``detect`` path (the default, 1, never stacks)."""
-    from stages.ocr_filter import make_reader
+    from gavil.models.easyocr_reader import make_reader
 
     return make_reader(batch_size=8)
 

@@ -106,7 +106,7 @@ def test_easyocr_brary_image_is_rejected_for_library(tmp_path, ocr_reader):
 @pytest.mark.slow
 def test_batched_detector_first_reader_decides_like_readtext(tmp_path, ocr_reader):
     """The stage's reader (batched detect, recognise only boxes) vs EasyOCR's own readtext."""
-    from stages.ocr_filter import load_for_ocr
+    from gavil.models.ocr_engine import load_for_ocr
 
     words = ["LIBRARY", "brary", "fast food", "MOON", "rocket", "Coffee", "pages", "zebra"]
     paths = [render(w, tmp_path / f"w{i}.png") for i, w in enumerate(words)] + [
@@ -137,7 +137,7 @@ def test_fp32_stage_reader_reads_exactly_what_readtext_reads_from_the_file(tmp_p
     import easyocr
     import easyocr_en_models
 
-    from stages.ocr_filter import load_for_ocr
+    from gavil.models.ocr_engine import load_for_ocr
 
     peer = easyocr.Reader(
         ["en"], gpu=False, model_storage_directory=easyocr_en_models.model_dir(), download_enabled=False, verbose=False
@@ -170,7 +170,8 @@ def test_fp32_stage_reader_reads_exactly_what_readtext_reads_from_the_file(tmp_p
 def test_one_image_at_a_time_reads_what_a_stacked_batch_reads(tmp_path, ocr_reader):
     """``ocr.batch_size`` is a runtime knob: the default (1, one ``detect`` call per image) and a
     stacked batch of same-shaped images (the session reader: 8) give the same detections."""
-    from stages.ocr_filter import load_for_ocr, make_reader
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
 
     arrays = [
         load_for_ocr(render(w, tmp_path / f"b{i}.png"), 640) for i, w in enumerate(["LIBRARY", "Coffee", "zebra"])
@@ -197,14 +198,11 @@ def test_fall_through_reads_candidates_in_rank_order_and_stops(tmp_path):
         read_log.append(names)
         return [texts[n] for n in names]
 
-    import stages.ocr_filter as of
+    def fake_load(path, canvas):  # the engine's image loader: the file name's bytes
+        return np.frombuffer(path.encode(), dtype=np.uint8)
 
-    real_load = of.load_for_ocr
-    of.load_for_ocr = lambda path, canvas: np.frombuffer(path.encode(), dtype=np.uint8)
-    try:
-        out = validate(decide(images, cands, RULE, 640, {}, fake_read, batch_size=8), Ocr).set_index("concept")
-    finally:
-        of.load_for_ocr = real_load
+    out = validate(decide(images, cands, RULE, 640, {}, fake_read, batch_size=8, load=fake_load), Ocr)
+    out = out.set_index("concept")
     assert [sorted(b) for b in read_log] == [
         ["l1.png", "m1.png"],
         ["l2.png", "m2.png"],
@@ -255,8 +253,8 @@ def test_detections_are_cached_by_image_and_canvas(tmp_path):
 @pytest.fixture(scope="module")
 def params_reader():
     """The EasyOCR reader (``ocr.engine: easyocr``) at the default EasyOCR params (precision ``fp32``, ``readtext``'s)."""
+    from gavil.models.easyocr_reader import make_reader
     from gavil.params.ocr import OcrParams
-    from stages.ocr_filter import make_reader
 
     p = OcrParams()
     return make_reader(p.batch_size, p.precision, p.device)

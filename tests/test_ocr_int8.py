@@ -91,7 +91,7 @@ def test_scales_for_another_trace_are_refused_with_the_fix(craft):
 
 def test_int8_params_resolution_and_cache_label():
     from gavil.models.craft import numerics_label, qparams_digest, resolve_ocr
-    from stages.ocr_filter import _engine
+    from gavil.models.ocr_engine import engine_from_params
 
     assert resolve_ocr("int8", "auto") == ("int8", "cpu") == resolve_ocr("int8", "cpu")
     with pytest.raises(ParamsError, match="int8 runs on the CPU only|no CUDA device"):
@@ -99,18 +99,20 @@ def test_int8_params_resolution_and_cache_label():
     assert parse_params({"ocr": {"precision": "int8"}}).ocr.precision == "int8"
     with pytest.raises(ParamsError, match="precision"):
         parse_params({"ocr": {"precision": "int4"}})
-    label = _engine(OcrParams(engine="easyocr", precision="int8", device="cpu"))
+    label = engine_from_params(OcrParams(engine="easyocr", precision="int8", device="cpu")).label
     assert label.endswith(f"|int8-cpu-q{qparams_digest()}") and len(qparams_digest()) == 8
     assert numerics_label("bf16", "cpu") == "bf16-cpu"  # the other labels are unchanged
-    assert label != _engine(OcrParams(engine="easyocr", precision="fp32", device="cpu"))
+    assert label != engine_from_params(OcrParams(engine="easyocr", precision="fp32", device="cpu")).label
 
 
 @pytest.mark.slow
 def test_int8_reads_what_fp32_reads(tmp_path, ocr_reader):
     """Rendered words, two sample photos and a 12 px word on a 1,600 x 1,200 web-sized photo: the
     int8 detector (fp32 recogniser) gives fp32's decisions, with the words read."""
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
     from schemas.ocr import Ocr
-    from stages.ocr_filter import decide, load_for_ocr, make_reader, match_text
+    from stages.ocr_filter import decide, match_text
 
     concepts, paths = reader_set(tmp_path)
     arrays = [load_for_ocr(p, 640) for p in paths]

@@ -14,9 +14,11 @@ from PIL import Image, ImageDraw, ImageFont
 
 from gavil.errors import ParamsError
 from gavil.io import validate
+from gavil.models.ocr_engine import engine_from_params, load_for_ocr
+from gavil.params import parse_params
 from gavil.params.ocr import OcrParams
 from schemas.ocr import Ocr
-from stages.ocr_filter import MatchRule, _engine, _lazy_reader, _rule, decide, load_for_ocr, match_text
+from stages.ocr_filter import MatchRule, _rule, decide, match_text
 from tests.helpers import IMAGES
 from tests.test_ocr import tables
 
@@ -54,15 +56,17 @@ def pp_params() -> OcrParams:
 def pp_read(pp_params):
     """The stage's reader at the default params (engine ppocr)."""
     assert pp_params.engine == "ppocr"
-    return _lazy_reader(pp_params)
+    return engine_from_params(pp_params).read
 
 
 def test_ppocr_is_the_default_engine_and_refuses_cuda():
     assert OcrParams().engine == "ppocr"
-    assert _engine(OcrParams()).startswith("ppocr-rapidocr-")
-    assert _engine(OcrParams(engine="ppocr", ppocr_min_side=512)) != _engine(OcrParams())  # a setting is a new reading
-    with pytest.raises(ParamsError, match="ocr.engine: easyocr"):
-        _engine(OcrParams(device="cuda"))
+    label = engine_from_params(OcrParams()).label
+    assert label.startswith("ppocr-rapidocr-")
+    other = engine_from_params(OcrParams(engine="ppocr", ppocr_min_side=512)).label
+    assert other != label  # a setting is a new reading
+    with pytest.raises(ParamsError, match="ocr.engine: easyocr"):  # when the params load, not when the stage runs
+        parse_params({"ocr": {"device": "cuda"}})
 
 
 def test_rule_joins_a_word_read_as_two_tokens():
@@ -133,7 +137,7 @@ def test_ppocr_reads_the_same_for_1_and_2_threads_any_batch_size_and_row_order(t
 
     rule = _rule(pp_params)
     images, table = tables(cands)
-    a = decide(images, table, rule, pp_params.canvas_size, {}, _lazy_reader(pp_params), batch_size=1)
+    a = decide(images, table, rule, pp_params.canvas_size, {}, engine_from_params(pp_params).read, batch_size=1)
     order = np.random.default_rng(0).permutation(len(images))
     p4 = pp_params.model_copy(update={"threads": 1})
     b = decide(
@@ -142,7 +146,7 @@ def test_ppocr_reads_the_same_for_1_and_2_threads_any_batch_size_and_row_order(t
         rule,
         pp_params.canvas_size,
         {},
-        _lazy_reader(p4),
+        engine_from_params(p4).read,
         batch_size=4,
     )
     key = ["concept"]
@@ -155,13 +159,14 @@ def test_ppocr_reads_the_same_for_1_and_2_threads_any_batch_size_and_row_order(t
 @pytest.mark.slow
 def test_the_easyocr_switch_runs_easyocr_as_before(tmp_path, ocr_reader):
     """``ocr.engine: easyocr``: the stage's reader is EasyOCR's (the very detections of
-    :func:`stages.ocr_filter.make_reader`), its cache label is EasyOCR's, and it rejects the word."""
+    :func:`gavil.models.easyocr_reader.make_reader`), its cache label is EasyOCR's, and it rejects the word."""
     p = OcrParams(engine="easyocr", canvas_size=640)
-    assert _engine(p).startswith("easyocr-") and "|fp32-" in _engine(p)
+    engine = engine_from_params(p)
+    assert engine.label.startswith("easyocr-") and "|fp32-" in engine.label
     path = photo_with(tmp_path / "lib.jpg", "beach.png", [("LIBRARY", 300)], size=(640, 480))
     arr = load_for_ocr(path, 640)
-    got = _lazy_reader(p)([arr], 640)[0]
+    got = engine.read([arr], 640)[0]
     assert got == ocr_reader([arr], 640)[0]
     images, cands = tables({"library": [path]})
-    out = decide(images, cands, _rule(p), 640, {}, _lazy_reader(p))
+    out = decide(images, cands, _rule(p), 640, {}, engine.read)
     assert out.loc[0, "status"] == "rejected_text"

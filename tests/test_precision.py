@@ -100,10 +100,10 @@ def test_a_reference_to_an_unknown_model_names_the_entries():
 
 
 def test_ocr_cache_engine_names_the_numerics():
-    from stages.ocr_filter import _engine
+    from gavil.models.ocr_engine import engine_from_params
 
-    fp32 = _engine(OcrParams(engine="easyocr", precision="fp32", device="cpu"))
-    bf16 = _engine(OcrParams(engine="easyocr", precision="bf16", device="cpu"))
+    fp32 = engine_from_params(OcrParams(engine="easyocr", precision="fp32", device="cpu")).label
+    bf16 = engine_from_params(OcrParams(engine="easyocr", precision="bf16", device="cpu")).label
     assert fp32.endswith("|fp32-cpu") and bf16.endswith("|bf16-cpu") and fp32 != bf16
 
 
@@ -136,7 +136,9 @@ def test_batch_norm_folding_keeps_craft_outputs():
 @pytest.mark.slow
 def test_bf16_ocr_decides_like_fp32(tmp_path, ocr_reader):
     """bf16 CRAFT (channels-last), fp32 recogniser: same text, near confidences, same decisions as fp32."""
-    from stages.ocr_filter import MatchRule, load_for_ocr, make_reader, match_text
+    from gavil.models.easyocr_reader import make_reader
+    from gavil.models.ocr_engine import load_for_ocr
+    from stages.ocr_filter import MatchRule, match_text
     from tests.test_ocr import READ_WORDS, reader_set
 
     rule = MatchRule(match_threshold=80, min_confidence=0.3, min_word_len=4)

@@ -206,7 +206,8 @@ def calibrate_int8(net: torch.nn.Module, inputs: list[torch.Tensor]) -> QParams:
             prepared(x)
     obs: dict[str, ObserverQParams] = {}
     for name, m in sorted(_observers(prepared).items()):
-        scale, zero_point = m.calculate_qparams()
+        qparams: Callable[[], tuple[torch.Tensor, torch.Tensor]] = m.calculate_qparams  # torch leaves it untyped
+        scale, zero_point = qparams()
         obs[name] = {"scale": float(scale.reshape(-1)[0]), "zero_point": int(zero_point.reshape(-1)[0])}
     return {"torch": torch.__version__, "observers": obs}
 
@@ -275,6 +276,7 @@ def _quiet_module(net: torch.nn.Module) -> torch.nn.Module:
 
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             with _quiet():
-                return self.net(x)
+                maps: tuple[torch.Tensor, torch.Tensor] = self.net(x)  # CRAFT's (score maps, features)
+            return maps
 
     return Quiet()

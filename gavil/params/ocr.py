@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gavil.params.base import Device, Fraction, NonNegInt, OcrPrecision, Percent, PosInt, Section, runtime_field
 
@@ -39,3 +39,19 @@ class OcrParams(Section):
     # concepts per partition; None: enough partitions for 4 per worker, at least 32 concepts each
     # (stages/ocr_filter.py MIN_PARTITION; gavil/pipeline/parallel.py)
     partition_size: PosInt | None = runtime_field(None)
+
+    @model_validator(mode="after")
+    def _engine_runs_there(self) -> OcrParams:
+        """Cross-field rules, refused when the params load rather than when the stage runs:
+        PP-OCR runs on the CPU only, and so does the int8 EasyOCR detector."""
+        if self.engine == "ppocr" and self.device == "cuda":
+            raise ValueError(
+                "ocr.device: cuda needs ocr.engine: easyocr (ocr.engine: ppocr runs on ONNX Runtime's CPU"
+                " kernels): set ocr.engine: easyocr, or ocr.device: auto/cpu"
+            )
+        if self.precision == "int8" and self.device == "cuda":
+            raise ValueError(
+                "ocr.precision: int8 runs on the CPU only (PyTorch's x86 quantized kernels): set ocr.device: cpu"
+                " (or auto), or ocr.precision: auto/bf16 to use the GPU"
+            )
+        return self
