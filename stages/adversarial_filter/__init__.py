@@ -22,7 +22,7 @@ the reason when its weights are unavailable).
 
 Output: the ``swow_af`` variant (``af_instances``) for human validation, one row per replacement, one per iteration.
 The default benchmark never changes: WinoGAViL does not choose test instances with a model (its §2.2, §4). Risk
-(METHODS.md): AF against similarity may pick distractors that are truly associated; SWOW neighbours are excluded and
+(docs/methods.md): AF against similarity may pick distractors that are truly associated; SWOW neighbours are excluded and
 each added item's score is kept in the log.
 """
 
@@ -125,7 +125,6 @@ def run(params: Params) -> Metrics:
     pools, why = pools_for(sw, list(images), catalog.read_table("edges"), p.pool_size, p.seed)
     ok = np.array([not w for w in why], dtype=bool)
     universe = sorted({c for pl in pools for c in pl} | {c for a in sw["associations"] for c in a})
-    cidx = {c: i for i, c in enumerate(universe)}
     cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("af_embeddings", "write"))
     members, status = _load_members(params, list(sw["cue"]), universe, cache, images) if ok.any() else ([], {})
     cache.save()
@@ -136,46 +135,8 @@ def run(params: Params) -> Metrics:
     stop: Stop = {"reason": "not_run", "iterations": 0, "judges": {}, "report": {}, "report_instances": 0}
     judge_status: dict[str, str] = {}
     if members:
-        sel = np.flatnonzero(ok)
-        cues = [str(sw["cue"][i]) for i in sel]
-        judges, judge_status = load_judges(params, cues, universe, cache)
-        cache.save()
-        done, reps, iters, stop = adversarial_filter(
-            [sw["instance_id"][i] for i in sel],
-            [np.array([cidx[c] for c in sw["associations"][i]]) for i in sel],
-            [np.array([cidx[c] for c in orig[i]]) for i in sel],
-            [np.array([cidx[c] for c in pools[i]]) for i in sel],
-            members,
-            p,
-            log=lambda s: print(s, file=sys.stderr),
-            judges=judges,
-        )
-        for i, a in zip(map(int, sel), done):
-            final[i] = [universe[j] for j in a]
-        for r in reps:
-            r["removed"], r["added"] = universe[r["removed"]], universe[r["added"]]
-    n_reps = pd.Series([r["instance_id"] for r in reps], dtype=str).value_counts()
-    no_member = "no member available: " + "; ".join(f"{k}: {v}" for k, v in status.items())
-    rows = []
-    for i, (_, rec) in enumerate(sw.iterrows()):  # i: the row's position (sw's index was reset)
-        rng = np.random.default_rng([p.seed, content_seed(str(rec["instance_id"])), 1])  # by id, not position
-        cands = list(rec["associations"]) + final[i]
-        rows.append(
-            {
-                "instance_id": rec["instance_id"],
-                "variant": "swow_af",
-                "cue": rec["cue"],
-                "status": "ok" if ok[i] and members else "skipped",
-                "reason": None if ok[i] and members else (why[i] or no_member),
-                "associations": list(rec["associations"]),
-                "candidates": [cands[j] for j in rng.permutation(len(cands))],
-                "distractors": final[i],
-                "original_distractors": orig[i],
-                "replacements": int(n_reps.get(rec["instance_id"], 0)),
-                "pool_size": len(pools[i]),
-                "num_candidates": len(cands),
-            }
-        )
+        reps, iters, stop, judge_status = _filter(params, sw, ok, orig, pools, universe, members, cache, final)
+    rows = _variant_rows(sw, ok, bool(members), why, status, final, orig, pools, reps, p.seed)
     out = catalog.write_table(pd.DataFrame(rows), "af_instances")
     catalog.write_table(pd.DataFrame(reps, columns=_cols("af_replacements")), "af_replacements")
     it = catalog.write_table(pd.DataFrame(iters, columns=_cols("af_iterations")), "af_iterations")
@@ -185,10 +146,6 @@ def run(params: Params) -> Metrics:
     changed = [
         len(set(d) - set(o)) / len(o) for d, o, s in zip(out["distractors"], orig, out["status"]) if s == "ok" and o
     ]
-
-    def r4(v: Any) -> float | None:
-        return None if v is None else round(float(v), 4)
-
     first, last = (iters[0], iters[-1]) if iters else ({}, {})
     return {
         "instances": int((out["status"] == "ok").sum()),
@@ -198,38 +155,128 @@ def run(params: Params) -> Metrics:
         "iterations": len(iters),
         "replacements": len(reps),
         "held_out_jaccard": {
-            "first": r4(first.get("held_out_jaccard")),
-            "last": r4(last.get("held_out_jaccard")),
-            "chance": r4(last.get("chance_jaccard")),
+            "first": _r4(first.get("held_out_jaccard")),
+            "last": _r4(last.get("held_out_jaccard")),
+            "chance": _r4(last.get("chance_jaccard")),
         },
-        "easy_fraction": {"first": r4(first.get("easy_fraction")), "last": r4(last.get("easy_fraction"))},
+        "easy_fraction": {"first": _r4(first.get("easy_fraction")), "last": _r4(last.get("easy_fraction"))},
         "changed_distractors_percent": round(100 * float(np.mean(changed)), 2) if changed else None,
         "judges": judge_status,
-        "stop": {
-            "reason": stop["reason"],
-            "iterations": stop["iterations"],
-            "chance_tolerance": p.chance_tolerance,
+        "stop": _stop_metrics(stop, p.chance_tolerance),
+    }
+
+
+def _filter(
+    params: Params,
+    sw: pd.DataFrame,
+    ok: np.ndarray,
+    orig: list[list[str]],
+    pools: list[list[str]],
+    universe: list[str],
+    members: list[Member],
+    cache: Cache,
+    final: list[list[str]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Stop, dict[str, str]]:
+    """Run AF (:func:`adversarial_filter`) on the instances of ``sw`` whose pool is ``ok`` (a bool
+    mask over its rows), with the judges loaded (:func:`load_judges`); concepts are ``universe``'s
+    names. ``final`` (per row of ``sw``: its distractors) gets AF's assignment in place.
+
+    Returns (replacement rows, concepts named; iteration rows; why AF stopped; judge -> status)."""
+    p = params.adversarial_filter
+    cidx = {c: i for i, c in enumerate(universe)}
+    sel = np.flatnonzero(ok)
+    cues = [str(sw["cue"][i]) for i in sel]
+    judges, judge_status = load_judges(params, cues, universe, cache)
+    cache.save()
+    done, reps, iters, stop = adversarial_filter(
+        [sw["instance_id"][i] for i in sel],
+        [np.array([cidx[c] for c in sw["associations"][i]]) for i in sel],
+        [np.array([cidx[c] for c in orig[i]]) for i in sel],
+        [np.array([cidx[c] for c in pools[i]]) for i in sel],
+        members,
+        p,
+        log=lambda s: print(s, file=sys.stderr),
+        judges=judges,
+    )
+    for i, a in zip(map(int, sel), done):
+        final[i] = [universe[j] for j in a]
+    for r in reps:
+        r["removed"], r["added"] = universe[r["removed"]], universe[r["added"]]
+    return reps, iters, stop, judge_status
+
+
+def _variant_rows(
+    sw: pd.DataFrame,
+    ok: np.ndarray,
+    any_member: bool,
+    why: list[str],
+    status: dict[str, str],
+    final: list[list[str]],
+    orig: list[list[str]],
+    pools: list[list[str]],
+    reps: list[dict[str, Any]],
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The ``af_instances`` rows, one per row of ``sw`` in its order: ``ok`` where its pool held
+    concepts (``ok``, else ``why``) and a member ran (else the members' ``status``); candidates are
+    the associations and ``final`` distractors shuffled by (``seed``, the instance id)."""
+    n_reps = pd.Series([r["instance_id"] for r in reps], dtype=str).value_counts()
+    no_member = "no member available: " + "; ".join(f"{k}: {v}" for k, v in status.items())
+    rows = []
+    for i, (_, rec) in enumerate(sw.iterrows()):  # i: the row's position (sw's index was reset)
+        rng = np.random.default_rng([seed, content_seed(str(rec["instance_id"])), 1])  # by id, not position
+        cands = list(rec["associations"]) + final[i]
+        rows.append(
+            {
+                "instance_id": rec["instance_id"],
+                "variant": "swow_af",
+                "cue": rec["cue"],
+                "status": "ok" if ok[i] and any_member else "skipped",
+                "reason": None if ok[i] and any_member else (why[i] or no_member),
+                "associations": list(rec["associations"]),
+                "candidates": [cands[j] for j in rng.permutation(len(cands))],
+                "distractors": final[i],
+                "original_distractors": orig[i],
+                "replacements": int(n_reps.get(rec["instance_id"], 0)),
+                "pool_size": len(pools[i]),
+                "num_candidates": len(cands),
+            }
+        )
+    return rows
+
+
+def _r4(v: Any) -> float | None:
+    """``v`` as a float rounded to 4 decimals; None stays None."""
+    return None if v is None else round(float(v), 4)
+
+
+def _stop_metrics(stop: Stop, chance_tolerance: float) -> dict[str, Any]:
+    """The metrics' ``stop`` block: why and after how many iterations AF ended, the tolerance, each
+    judge's first / last held-out scores and the held-out report (4 decimals)."""
+    return {
+        "reason": stop["reason"],
+        "iterations": stop["iterations"],
+        "chance_tolerance": chance_tolerance,
+        "judges": {
+            k: {
+                "family": v["family"],
+                **{f"{w}_{m}": _r4(v[w][m]) for w in ("first", "last") for m in ("jaccard", "accuracy")},
+                "chance_jaccard": _r4(v["last"]["chance_jaccard"]),
+                "chance_accuracy": _r4(v["last"]["chance_accuracy"]),
+            }
+            for k, v in stop["judges"].items()
+        },
+        # the figure to quote: judges retrained without, and scored on, instances no stopping decision saw
+        "held_out_report": {
+            "instances": stop["report_instances"],
             "judges": {
                 k: {
                     "family": v["family"],
-                    **{f"{w}_{m}": r4(v[w][m]) for w in ("first", "last") for m in ("jaccard", "accuracy")},
-                    "chance_jaccard": r4(v["last"]["chance_jaccard"]),
-                    "chance_accuracy": r4(v["last"]["chance_accuracy"]),
+                    **{f"{w}_{m}": _r4(v[w][m]) for w in ("before", "after") for m in ("jaccard", "accuracy")},
+                    "chance_jaccard": _r4(v["after"]["chance_jaccard"]),
+                    "chance_accuracy": _r4(v["after"]["chance_accuracy"]),
                 }
-                for k, v in stop["judges"].items()
-            },
-            # the figure to quote: judges retrained without, and scored on, instances no stopping decision saw
-            "held_out_report": {
-                "instances": stop["report_instances"],
-                "judges": {
-                    k: {
-                        "family": v["family"],
-                        **{f"{w}_{m}": r4(v[w][m]) for w in ("before", "after") for m in ("jaccard", "accuracy")},
-                        "chance_jaccard": r4(v["after"]["chance_jaccard"]),
-                        "chance_accuracy": r4(v["after"]["chance_accuracy"]),
-                    }
-                    for k, v in stop["report"].items()
-                },
+                for k, v in stop["report"].items()
             },
         },
     }
