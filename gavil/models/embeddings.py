@@ -81,7 +81,7 @@ class Cache:
         write_path: this stage's cache file (also read).
     """
 
-    def __init__(self, read_paths: Sequence[str | os.PathLike], write_path: str | os.PathLike | None):
+    def __init__(self, read_paths: Sequence[str | os.PathLike[str]], write_path: str | os.PathLike[str] | None):
         self.write_path = Path(write_path) if write_path else None
         self.recipe = recipe_id()
         self._vec: dict[Key, dict[str, np.ndarray]] = {}
@@ -252,6 +252,38 @@ def score_instances(
         cue, prompt, candidates, associations, status (ok, untrained, no_weights, missing_image),
         reason, predictions, similarities, jaccard (fraction), score_fool_the_ai (0-100).
     """
+    rows = _unscored_rows(instances)
+    if model is None:
+        for r in rows:
+            r.update(status="no_weights", reason=no_weights)
+        return _frame(rows)
+    is_text = model.spec.kind == "text"
+    scorable = []
+    for r in rows:
+        missing = [] if is_text else [c for c in r["candidates"] if c not in images]
+        if missing:
+            r.update(status="missing_image", reason=f"no accepted image for {missing}")
+        else:
+            scorable.append(r)
+    if scorable:
+        cand_keys, qkeys, cand_vecs, query_vecs = _embedded(scorable, model, images, cache)
+        picks, sims = predict(cand_keys, qkeys, [len(r["associations"]) for r in scorable], cand_vecs, query_vecs)
+        for r, pick, s in zip(scorable, picks, sims):
+            pred = [r["candidates"][i] for i in pick]
+            r.update(
+                status="untrained" if model.untrained else "ok",
+                reason="random weights (pretrained: null): not a real model score" if model.untrained else None,
+                predictions=pred,
+                similarities=s,
+                jaccard=jaccard(pred, r["associations"]),
+                score_fool_the_ai=fool_the_ai_score(pred, r["associations"]),
+            )
+    return _frame(rows)
+
+
+def _unscored_rows(instances: pd.DataFrame) -> list[dict[str, Any]]:
+    """One output row per instance (input order): its instance_id, cue, prompt, candidates and
+    associations (lists), the score columns still None and no status yet."""
     rows: list[dict[str, Any]] = []
     # cast: pandas-stubs types every itertuples field as a scalar; list columns hold lists
     for rec in cast("Iterator[_InstanceRow]", instances.itertuples(index=False)):
@@ -268,50 +300,34 @@ def score_instances(
                 "score_fool_the_ai": None,
             }
         )
-    if model is None:
-        for r in rows:
-            r.update(status="no_weights", reason=no_weights)
-        return _frame(rows)
-    is_text = model.spec.kind == "text"
-    scorable = []
-    for r in rows:
-        missing = [] if is_text else [c for c in r["candidates"] if c not in images]
-        if missing:
-            r.update(status="missing_image", reason=f"no accepted image for {missing}")
-        else:
-            scorable.append(r)
-    if scorable:
-        if is_text:
-            words = {c: c for r in scorable for c in r["candidates"]}
-            queries = {cue_key(r["cue"]): cue_key(r["cue"]) for r in scorable}
-            both = cache.ensure(model.cache_key("text"), {**words, **queries}, model.embed_texts)
-            cand_vecs, query_vecs = both, both
-            cand_keys = [r["candidates"] for r in scorable]
-            qkeys = [cue_key(r["cue"]) for r in scorable]
-        else:
-            assert model.embed_images is not None
-            shas = {images[c][0]: images[c][1] for r in scorable for c in r["candidates"]}
-            sha_vecs = cache.ensure(model.cache_key("image"), shas, model.embed_images)
-            cand_vecs = {c: sha_vecs[images[c][0]] for r in scorable for c in r["candidates"]}
-            query_vecs = cache.ensure(
-                model.cache_key("text"),
-                {r["prompt"]: r["prompt"] for r in scorable},
-                model.embed_texts,
-            )
-            cand_keys = [r["candidates"] for r in scorable]
-            qkeys = [r["prompt"] for r in scorable]
-        picks, sims = predict(cand_keys, qkeys, [len(r["associations"]) for r in scorable], cand_vecs, query_vecs)
-        for r, pick, s in zip(scorable, picks, sims):
-            pred = [r["candidates"][i] for i in pick]
-            r.update(
-                status="untrained" if model.untrained else "ok",
-                reason="random weights (pretrained: null): not a real model score" if model.untrained else None,
-                predictions=pred,
-                similarities=s,
-                jaccard=jaccard(pred, r["associations"]),
-                score_fool_the_ai=fool_the_ai_score(pred, r["associations"]),
-            )
-    return _frame(rows)
+    return rows
+
+
+def _embedded(
+    scorable: list[dict[str, Any]], model: LoadedModel, images: dict[str, tuple[str, str]], cache: Cache
+) -> tuple[list[list[str]], list[str], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """What :func:`predict` needs for the ``scorable`` rows, embedded through ``cache``: each row's
+    candidate keys, its query key, and the candidate and query vectors by key.
+
+    A text model embeds the candidates' names and the cues (:func:`cue_key`) in one call; an
+    open_clip model embeds the candidates' images (by sha256, from ``images``) and then the prompts.
+    """
+    cand_keys = [r["candidates"] for r in scorable]
+    if model.spec.kind == "text":
+        words = {c: c for r in scorable for c in r["candidates"]}
+        queries = {cue_key(r["cue"]): cue_key(r["cue"]) for r in scorable}
+        both = cache.ensure(model.cache_key("text"), {**words, **queries}, model.embed_texts)
+        return cand_keys, [cue_key(r["cue"]) for r in scorable], both, both
+    assert model.embed_images is not None
+    shas = {images[c][0]: images[c][1] for r in scorable for c in r["candidates"]}
+    sha_vecs = cache.ensure(model.cache_key("image"), shas, model.embed_images)
+    cand_vecs = {c: sha_vecs[images[c][0]] for r in scorable for c in r["candidates"]}
+    query_vecs = cache.ensure(
+        model.cache_key("text"),
+        {r["prompt"]: r["prompt"] for r in scorable},
+        model.embed_texts,
+    )
+    return cand_keys, [r["prompt"] for r in scorable], cand_vecs, query_vecs
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
