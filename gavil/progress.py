@@ -96,7 +96,7 @@ class Heartbeat:
         self._thread.join()
 
 
-def _local():
+def _local() -> threading.local:
     import threading
 
     return threading.local()

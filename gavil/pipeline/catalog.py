@@ -144,14 +144,14 @@ def _check(name: str, mode: Literal["read", "write"]) -> None:
         )
 
 
-def path(name: str, mode: Literal["read", "write"] = "read", root: str | os.PathLike = ".") -> Path:
+def path(name: str, mode: Literal["read", "write"] = "read", root: str | os.PathLike[str] = ".") -> Path:
     """The path of entry ``name`` under ``root``, checked against the running stage's spec."""
     e = entry(name)
     _check(name, mode)
     return Path(root) / e.path
 
 
-def read_table(name: str, root: str | os.PathLike = ".") -> pd.DataFrame:
+def read_table(name: str, root: str | os.PathLike[str] = ".") -> pd.DataFrame:
     """Read and validate catalog table ``name``.
 
     Returns the frame with the model's columns in order; list columns as Python lists.
@@ -171,7 +171,7 @@ def read_table(name: str, root: str | os.PathLike = ".") -> pd.DataFrame:
     return _io.read_parquet(p, t.schema())
 
 
-def write_table(df: pd.DataFrame, name: str, root: str | os.PathLike = ".") -> pd.DataFrame:
+def write_table(df: pd.DataFrame, name: str, root: str | os.PathLike[str] = ".") -> pd.DataFrame:
     """Validate ``df`` against table ``name``'s model and write it atomically; returns the validated frame.
 
     A zero-row ``df`` gets the schema's missing columns (:func:`empty_table`), so a stage whose
@@ -206,7 +206,7 @@ def _with_schema_columns(df: pd.DataFrame, name: str) -> pd.DataFrame:
     return df
 
 
-def exists(name: str, root: str | os.PathLike = ".") -> bool:
+def exists(name: str, root: str | os.PathLike[str] = ".") -> bool:
     """Whether entry ``name`` exists on disk (no access check: existence is not a read)."""
     return (Path(root) / entry(name).path).exists()
 

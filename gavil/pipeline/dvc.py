@@ -91,7 +91,7 @@ def dvc_stage(s: StageSpec, params: Params) -> dict[str, Any]:
     return entry
 
 
-def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
+def dvc_yaml(params: Params | str | os.PathLike[str] = "params.yaml") -> str:
     """The dvc.yaml text for :data:`STAGES`, with the ``models`` entries ``params`` (parsed, or the
     file) names."""
     p = params if isinstance(params, Params) else load_params(params)
@@ -100,7 +100,7 @@ def dvc_yaml(params: Params | str | os.PathLike = "params.yaml") -> str:
     return header + yaml.safe_dump({"stages": stages, "metrics": [catalog.TIMINGS_DIR]}, sort_keys=False, width=120)
 
 
-def refresh_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: str | os.PathLike = "params.yaml") -> bool:
+def refresh_dvc_yaml(path: str | os.PathLike[str] = "dvc.yaml", params: str | os.PathLike[str] = "params.yaml") -> bool:
     """Rewrite ``path`` (if it exists) when ``params`` makes it differ; returns whether it was rewritten."""
     from gavil.io import atomic_path
 
@@ -115,14 +115,16 @@ def refresh_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: str | os.Path
     return True
 
 
-def write_dvc_yaml(path: str | os.PathLike = "dvc.yaml", params: Params | str | os.PathLike = "params.yaml") -> Path:
+def write_dvc_yaml(
+    path: str | os.PathLike[str] = "dvc.yaml", params: Params | str | os.PathLike[str] = "params.yaml"
+) -> Path:
     """Write :func:`dvc_yaml` to ``path``."""
     path = Path(path)
     path.write_text(dvc_yaml(params))
     return path
 
 
-def check_stage_params(name: str, params: Params, path: str | os.PathLike = "dvc.yaml") -> None:
+def check_stage_params(name: str, params: Params, path: str | os.PathLike[str] = "dvc.yaml") -> None:
     """Refuse to run stage ``name`` when ``dvc.yaml`` (if there is one) does not list exactly the
     params it reads under ``params`` (a ``models`` reference changed since it was generated), or not
     exactly the outside inputs ``params`` names (``ingest.path``, ``crawl.local_dir``, the release).

@@ -73,7 +73,8 @@ def available_mb() -> float:
     """Memory available to new processes now (MB, ``psutil.virtual_memory().available``)."""
     import psutil
 
-    return psutil.virtual_memory().available / 2**20
+    available: int = psutil.virtual_memory().available  # bytes; psutil ships no annotations
+    return available / 2**20
 
 
 @dataclass(frozen=True)

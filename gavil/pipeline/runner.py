@@ -82,12 +82,12 @@ def _finish(name: str, metrics: dict[str, Any]) -> dict[str, Any]:
     return metrics
 
 
-def _params(params: str | os.PathLike | Params) -> Params:
+def _params(params: str | os.PathLike[str] | Params) -> Params:
     return params if isinstance(params, Params) else load_params(params)
 
 
 def run_stage(
-    name: str, params: str | os.PathLike | Params = "params.yaml", processes: int | None = 1
+    name: str, params: str | os.PathLike[str] | Params = "params.yaml", processes: int | None = 1
 ) -> dict[str, Any]:
     """Run one stage in the current directory (the project root); returns its metrics (written
     to ``data/metrics/details/<name>.json``, their summary to ``data/metrics/<name>.json``) with
@@ -119,7 +119,7 @@ def concurrent(name: str, params: Params) -> bool:
 
 
 def run_partitioned(
-    name: str, params: str | os.PathLike | Params = "params.yaml", processes: int | None = None
+    name: str, params: str | os.PathLike[str] | Params = "params.yaml", processes: int | None = None
 ) -> dict[str, object]:
     """Run a partitioned stage with its partitions on worker processes (``gavil stage``).
 
@@ -154,14 +154,17 @@ def run_partitioned(
     return reduce_stage(name, results, p, started_at=started_at, processes=n)
 
 
-def plan_stage(name: str, params: str | os.PathLike | Params = "params.yaml", workers: int | None = None) -> list[Any]:
+def plan_stage(
+    name: str, params: str | os.PathLike[str] | Params = "params.yaml", workers: int | None = None
+) -> list[Any]:
     """A partitioned stage's partitions (run in the project root), automatic partition sizes planned
     for ``workers`` workers (:func:`gavil.pipeline.parallel.partition`; None: one)."""
     from gavil.pipeline import parallel
 
     module, p = _module(name), _params(params)
     with _running(name), parallel.planning_for(workers):
-        return module.plan(p)
+        parts: list[Any] = module.plan(p)
+    return parts
 
 
 class PartitionPlan(TypedDict):
@@ -173,7 +176,7 @@ class PartitionPlan(TypedDict):
 
 
 def plan_partitions(
-    name: str, params: str | os.PathLike | Params = "params.yaml", workers: int | None = None
+    name: str, params: str | os.PathLike[str] | Params = "params.yaml", workers: int | None = None
 ) -> PartitionPlan:
     """``{"parts": plan_stage(...), "concurrent": concurrent(...)}``: what the Prefect flow maps, and
     whether its partitions may run at the same time (a web crawl's run one after another)."""
@@ -181,7 +184,7 @@ def plan_partitions(
     return {"parts": plan_stage(name, p, workers), "concurrent": concurrent(name, p)}
 
 
-def work_stage(name: str, part: Any, params: str | os.PathLike | Params = "params.yaml") -> Any:
+def work_stage(name: str, part: Any, params: str | os.PathLike[str] | Params = "params.yaml") -> Any:
     """One partition of a partitioned stage; returns what its ``reduce`` needs."""
     module, p = _module(name), _params(params)
     with _running(name):
@@ -191,7 +194,7 @@ def work_stage(name: str, part: Any, params: str | os.PathLike | Params = "param
 def reduce_stage(
     name: str,
     results: list[Any],
-    params: str | os.PathLike | Params = "params.yaml",
+    params: str | os.PathLike[str] | Params = "params.yaml",
     started_at: float | None = None,
     processes: int | None = None,
 ) -> dict[str, Any]:
