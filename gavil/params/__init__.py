@@ -225,7 +225,7 @@ def _bad_model_refs(params: Params) -> list[str]:
     return lines
 
 
-def load_params(path: str | os.PathLike = "params.yaml") -> Params:
+def load_params(path: str | os.PathLike[str] = "params.yaml") -> Params:
     """Read and validate ``params.yaml``.
 
     Raises:

@@ -181,7 +181,7 @@ def _comment_start(line: str, col: int) -> int | None:
     return None
 
 
-def set_params(path: str | os.PathLike, pairs: Sequence[str]) -> list[str]:
+def set_params(path: str | os.PathLike[str], pairs: Sequence[str]) -> list[str]:
     """Set each ``KEY=VALUE`` of ``pairs`` in the params file at ``path`` (see the module docstring).
 
     Only the value is rewritten, in place: the rest of its line, its comment and every other line stay
