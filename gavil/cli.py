@@ -11,9 +11,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="WinoGAViL benchmark pipeline.", pretty_exceptions_enable=False
@@ -161,7 +164,7 @@ def query(
         with_pd_options(df, max_rows)
 
 
-def with_pd_options(df, max_rows: int) -> None:
+def with_pd_options(df: pd.DataFrame, max_rows: int) -> None:
     import pandas as pd
 
     with pd.option_context(

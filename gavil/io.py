@@ -38,7 +38,7 @@ os.umask(_UMASK)
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temp path next to ``path``; rename it onto ``path`` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,7 @@ def validate(df: pd.DataFrame, model: type[TableModel]) -> pd.DataFrame:
     return out[list(model.to_schema().columns)]
 
 
-def write_parquet(df: pd.DataFrame, path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike[str], model: type[TableModel]) -> pd.DataFrame:
     """Round ``df``'s float columns to their declared precision (:func:`schemas.round_stored`), validate it
     against ``model`` and write it atomically as Parquet. Returns the validated frame."""
     df = validate(round_stored(df.reset_index(drop=True), model), model)
@@ -75,7 +75,7 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike, model: type[TableMo
     return df
 
 
-def read_parquet(path: str | os.PathLike, model: type[TableModel]) -> pd.DataFrame:
+def read_parquet(path: str | os.PathLike[str], model: type[TableModel]) -> pd.DataFrame:
     """Read a Parquet table and validate it against ``model``.
 
     List columns come back as Python lists of str (not numpy arrays).
@@ -102,7 +102,7 @@ def partitions(items: list[T], size: int) -> list[list[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -204,13 +204,13 @@ def csv_writer(f: Any, **fmtparams: Any) -> SafeCsvWriter:
     return SafeCsvWriter(f, **fmtparams)
 
 
-def write_csv(df: pd.DataFrame, path: str | os.PathLike, lineterminator: str = "\n") -> None:
+def write_csv(df: pd.DataFrame, path: str | os.PathLike[str], lineterminator: str = "\n") -> None:
     """Write a CSV atomically, every cell spreadsheet-safe (:func:`csv_text`)."""
     with atomic_path(path, ".csv") as tmp:
         tmp.write_text(csv_text(df, lineterminator), encoding="utf-8")
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write JSON atomically (sorted keys, 2-space indent, trailing newline; NaN -> null)."""
     with atomic_path(path, ".json") as tmp:
         tmp.write_text(json.dumps(finite(obj), indent=2, sort_keys=True, default=_json_default, allow_nan=False) + "\n")

@@ -12,12 +12,12 @@ import duckdb
 from gavil.pipeline import catalog
 
 
-def table_files(root: str | os.PathLike = ".") -> dict[str, Path]:
+def table_files(root: str | os.PathLike[str] = ".") -> dict[str, Path]:
     """{view name: parquet file} for every catalog table present under ``root``."""
     return {t.name: p for t in catalog.TABLES if (p := Path(root) / t.path).is_file()}
 
 
-def missing_table_hint(error: str, root: str | os.PathLike = ".") -> str | None:
+def missing_table_hint(error: str, root: str | os.PathLike[str] = ".") -> str | None:
     """For DuckDB's "Table with name X does not exist" on a catalog table not built yet, one line
     saying which stage writes it and what to run; for a name the catalog does not know, the tables
     there are; None for any other error."""
@@ -36,7 +36,7 @@ def missing_table_hint(error: str, root: str | os.PathLike = ".") -> str | None:
     return f"no table named {name}: `gavil tables` lists every table; built so far: {built}"
 
 
-def connect(root: str | os.PathLike = ".") -> duckdb.DuckDBPyConnection:
+def connect(root: str | os.PathLike[str] = ".") -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per stage table (read-only over the files)."""
     con = duckdb.connect()
     for name, path in table_files(root).items():
