@@ -17,7 +17,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 PTH = "gavil/compat/winogavil_torchvision.pth"
 
 
-class TorchvisionBridgeHook(BuildHookInterface):
+class TorchvisionBridgeHook(BuildHookInterface):  # type: ignore[misc,unused-ignore]  # hatchling: build-only, absent from the venv (Any)
     """Adds :data:`PTH` to the wheel's root (regular and editable wheels)."""
 
     PLUGIN_NAME = "custom"

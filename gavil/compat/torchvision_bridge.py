@@ -192,7 +192,7 @@ def _torchvision_ops_load() -> bool:
     for name in os.listdir(pkg):
         if name.startswith("_C") and name.endswith((".so", ".pyd")):
             try:
-                torch.ops.load_library(os.path.join(pkg, name))
+                torch.ops.load_library(os.path.join(pkg, name))  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch (only --strict checks such calls)
                 return True
             except OSError:
                 return False
@@ -222,12 +222,12 @@ def ensure_torchvision() -> None:
         except (AttributeError, RuntimeError):
             has_op = False
         if not has_op and not _torchvision_ops_load():
-            lib = torch.library.Library("torchvision", "DEF")
+            lib = torch.library.Library("torchvision", "DEF")  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch
             # torchvision's _meta_registrations registers fake kernels for exactly these two operators
-            lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-            lib.impl("nms", _nms_cpu, "CPU")
-            lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-            lib.impl("qnms", _qnms_cpu, "CPU")
+            lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch
+            lib.impl("nms", _nms_cpu, "CPU")  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch
+            lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch
+            lib.impl("qnms", _qnms_cpu, "CPU")  # type: ignore[no-untyped-call,unused-ignore]  # unannotated in torch
             globals()["_lib"] = lib  # the registration lives as long as the process
             shimmed = True
             import logging
