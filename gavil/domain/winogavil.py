@@ -72,7 +72,8 @@ def jaccard_from_overlap(overlap: np.ndarray, k: np.ndarray) -> np.ndarray:
     |A ∪ B| = 2K - |A ∩ B|. ``overlap`` and ``k``: integer arrays of one shape (broadcastable);
     returns float64 fractions in [0, 1].
     """
-    return overlap / (2 * k - overlap)
+    jac: np.ndarray = overlap / (2 * k - overlap)
+    return jac
 
 
 @cache
@@ -115,7 +116,8 @@ def top_k_positions(scores: Sequence[float] | np.ndarray, k: int) -> list[int]:
     s = np.asarray(scores)
     if not 1 <= k <= len(s):
         raise ValueError(f"k={k} outside 1..{len(s)}")
-    return rank_by_score(s)[:k].tolist()
+    top: list[int] = rank_by_score(s)[:k].tolist()
+    return top
 
 
 def top_k_mask(scores: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -13,12 +13,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gavil.domain.winogavil import cue_key, jaccard_from_overlap, prompt_for_cue, top_k_mask
 from gavil.models.embeddings import Cache
 from gavil.models.loading import LoadedModel
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
 
 
 def embed(
@@ -93,7 +97,7 @@ def topk_credit(scores: np.ndarray, label: np.ndarray, k: np.ndarray, exact: boo
     return (hits == k).astype(float) if exact else jac
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int, tol: float = 1e-4):
+def fit_logistic(x: np.ndarray, y: np.ndarray, max_iter: int, seed: int, tol: float = 1e-4) -> LogisticRegression:
     """scikit-learn ``LogisticRegression`` (lbfgs, C=1, ``tol``: max |gradient| of the loss divided
     by the rows) fitted on ``x, y`` with one BLAS thread; convergence warnings muted. For the
     batched equivalent (many fits over shared rows at once) see :mod:`gavil.models.batched_logistic`."""

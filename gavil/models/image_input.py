@@ -107,7 +107,8 @@ def array_preprocess(preprocess: Callable[[PILImage], torch.Tensor]) -> Callable
         for step in pil_steps:
             im = step(im)
         if im.mode != "RGB":  # ToTensor's other modes (16-bit, float): leave them to torchvision
-            return norm(to_tensor(im)).numpy()
+            out: np.ndarray = norm(to_tensor(im)).numpy()
+            return out
         x = np.asarray(im, dtype=np.uint8).transpose(2, 0, 1).astype(np.float32)  # ToTensor: CHW float32
         x /= np.float32(255)
         x -= mean  # Normalize: (x - mean) / std, float32

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
-from gavil.domain.winogavil import random_expected_jaccard
+from gavil.domain.winogavil import cue_key, random_expected_jaccard
 from gavil.models.embeddings import Cache
-from gavil.models.features import cue_key, embed, fit_logistic, pair_features, topk_credit
+from gavil.models.features import embed, fit_logistic, pair_features, topk_credit
 from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ class Judge:
         x = self.features(train[0], train[1])
         mu, sd = x.mean(axis=0), x.std(axis=0) + 1e-6  # lengths and vectors on one scale
         clf = fit_logistic((x - mu) / sd, train[2], 200, seed)
-        return clf.decision_function((self.features(*test) - mu) / sd)
+        scores: np.ndarray = clf.decision_function((self.features(*test) - mu) / sd)
+        return scores
 
 
 def _lengths(names: Sequence[str]) -> np.ndarray:

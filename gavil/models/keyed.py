@@ -20,7 +20,8 @@ def _splitmix64(z: np.ndarray) -> np.ndarray:
     z = z + _U64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return z ^ (z >> _U64(31))
+    mixed: np.ndarray = z ^ (z >> _U64(31))
+    return mixed
 
 
 def _blake64(text: str) -> int:

