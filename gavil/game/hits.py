@@ -28,11 +28,13 @@ import csv
 import json
 import shutil
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gavil.domain.vocabulary import K_LIMITS
 from gavil.errors import GavilError
 from gavil.game.launch import game_sets
+from gavil.game.rules import CandidateSet
 from gavil.io import csv_writer
 from gavil.params import Params
 
@@ -112,6 +114,21 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
     def url(sha: str) -> str:
         return image_url + files[sha]
 
+    written = _write_creation_tasks(sets, cols, out, url)
+    if creations is None:
+        return written
+    if not creations.is_file():
+        raise GavilError(f"{creations} does not exist (a creation batch-results CSV)")
+    accepted = set(params.annotations.crowd.accepted_status)
+    return [*written, *_write_solve_tasks(sets, cols, accepted, creations, out, url)]
+
+
+def _write_creation_tasks(
+    sets: Sequence[CandidateSet], cols: Mapping[str, str], out: Path, url: Callable[[str], str]
+) -> list[Path]:
+    """``creation_tasks.csv`` (one row per candidate set: ``set_id``, its candidates as JSON under
+    the ``candidates`` column, the payload) and the ``creation.html`` template under ``out``; ``cols``
+    is ``annotations.crowd.columns``, ``url`` an image's URL by sha256. Returns the two paths."""
     cands = _field(cols["candidates"])
     written = [out / "creation_tasks.csv", out / "creation.html"]
     with open(written[0], "w", newline="", encoding="utf-8") as f:
@@ -139,13 +156,23 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
             groups=json.dumps(assocs),
         )
     )
-    if creations is None:
-        return written
-    if not creations.is_file():
-        raise GavilError(f"{creations} does not exist (a creation batch-results CSV)")
+    return written
+
+
+def _write_solve_tasks(
+    sets: Sequence[CandidateSet],
+    cols: Mapping[str, str],
+    accepted: set[str],
+    creations: Path,
+    out: Path,
+    url: Callable[[str], str],
+) -> list[Path]:
+    """``solve_tasks.csv`` (two rows per accepted creation of this project's sets in the batch
+    results ``creations``: ``<AssignmentId>:<1|2>`` and the payload, K as the spymaster marked) and
+    the ``solve.html`` template under ``out``; other rows are counted on stderr. ``accepted``: the
+    ``AssignmentStatus`` values that count. Returns the two paths."""
     by_names = {tuple(s.candidates): s for s in sets}
     solve_csv, solve_html = out / "solve_tasks.csv", out / "solve.html"
-    accepted = set(params.annotations.crowd.accepted_status)
     with (
         open(creations, newline="", encoding="utf-8-sig") as f,
         open(solve_csv, "w", newline="", encoding="utf-8") as g,
@@ -180,4 +207,4 @@ def write_hits(params: Params, out: Path, image_url: str = "", creations: Path |
             groups=json.dumps([sel]),
         )
     )
-    return [*written, solve_csv, solve_html]
+    return [solve_csv, solve_html]

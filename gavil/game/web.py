@@ -291,58 +291,97 @@ def _token(request: Request) -> str:
     return auth[7:] if auth.lower().startswith("bearer ") else ""
 
 
-def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
-    """The app for ``game``; ``image_paths``: sha256 -> file of every image the game shows.
+class Context:
+    """What every route of one app shares: the game, its throttles (:class:`Throttle`: they live in
+    this app's memory, so a restart starts them afresh), the trusted proxies
+    (``game.trusted_proxies``), the images by hash, and the lock refused admin attempts wait on."""
 
-    Its throttles (:class:`Throttle`) live in this app's memory: a restart starts them afresh.
-    """
-    throttle = Throttle(game.p)
-    trusted: Networks = [ipaddress.ip_network(n, strict=False) for n in game.p.trusted_proxies]
-    admin_lock = asyncio.Lock()  # refused admin attempts wait one at a time: slowed server-wide
-    log = logging.getLogger("gavil.game")
+    def __init__(self, game: Game, image_paths: dict[str, Path]) -> None:
+        self.game = game
+        self.image_paths = image_paths
+        self.throttle = Throttle(game.p)
+        self.trusted: Networks = [ipaddress.ip_network(n, strict=False) for n in game.p.trusted_proxies]
+        self.admin_lock = asyncio.Lock()  # refused admin attempts wait one at a time: slowed server-wide
+        self.log = logging.getLogger("gavil.game")
 
-    def address(request: Request) -> str:
-        return client_address(request, trusted)
+    def address(self, request: Request) -> str:
+        """The client's address (:func:`client_address` with this app's trusted proxies)."""
+        return client_address(request, self.trusted)
 
-    async def account(request: Request, rule: str) -> str:
+    async def account(self, request: Request, rule: str) -> str:
         """The request's session token once its account's budget (``rule``: submit or read) allows
-        it; no or an unknown token is charged to the address's unauthenticated budget, then 401."""
+        it; no or an unknown token is charged to the address's unauthenticated budget, then 401.
+
+        Raises:
+            GameError: 401 (no or an unknown session token).
+            Refused: 429 (a budget is spent, :meth:`Throttle.hit`).
+        """
         token = _token(request)
-        pid = await run(game.lookup, token) if token else None
+        pid = await run(self.game.lookup, token) if token else None
         if pid is None:
-            throttle.hit("unauthenticated", address(request))
+            self.throttle.hit("unauthenticated", self.address(request))
             raise GameError(401, "join the game first" if not token else "unknown session: join the game again")
         if rule == "submit":
-            throttle.hit("submit_address", address(request))
-            throttle.hit("submit_account", pid)
+            self.throttle.hit("submit_address", self.address(request))
+            self.throttle.hit("submit_account", pid)
         else:
-            throttle.hit("read_account", pid)
+            self.throttle.hit("read_account", pid)
         return token
 
-    async def submitter(request: Request) -> str:
-        return await account(request, "submit")
+    async def submitter(self, request: Request) -> str:
+        """The session token of a submission (create, solve, flag): :meth:`account` under ``submit``."""
+        return await self.account(request, "submit")
 
-    async def reader(request: Request) -> str:
-        return await account(request, "read")
+    async def reader(self, request: Request) -> str:
+        """The session token of any other player request: :meth:`account` under ``read``."""
+        return await self.account(request, "read")
 
-    async def admin(request: Request) -> None:
+    async def admin(self, request: Request) -> None:
         """Admin attempts are limited per address and server-wide before the token is compared (in
-        constant time); a refused one is logged and answered after ``admin_failure_delay_s``."""
-        addr = address(request)
-        throttle.hit("admin_address", addr)
-        throttle.hit("admin_global", "all")
-        if game.admin_ok(request.headers.get("x-admin-token")):
+        constant time); a refused one is logged and answered after ``admin_failure_delay_s``.
+
+        Raises:
+            Refused: 429 (too many attempts).
+            GameError: 403 (not the admin token).
+        """
+        addr = self.address(request)
+        self.throttle.hit("admin_address", addr)
+        self.throttle.hit("admin_global", "all")
+        if self.game.admin_ok(request.headers.get("x-admin-token")):
             return
-        log.warning("game: refused admin token from %s on %s %s", addr, request.method, request.url.path)
-        async with admin_lock:
-            await asyncio.sleep(game.p.admin_failure_delay_s)
+        self.log.warning("game: refused admin token from %s on %s %s", addr, request.method, request.url.path)
+        async with self.admin_lock:
+            await asyncio.sleep(self.game.p.admin_failure_delay_s)
         raise GameError(403, "admin token required")
+
+
+def static_routes(ctx: Context) -> list[Route]:
+    """The page, its script and style, and the images by content hash (``/img/<sha256>``: only a
+    hash the game chose; anything else is 404)."""
 
     def page(name: str, media: str) -> Any:
         async def handler(request: Request) -> Response:
             return FileResponse(STATIC / name, media_type=media, headers=SECURITY_HEADERS)
 
         return handler
+
+    async def image(request: Request) -> Response:
+        sha = request.path_params["sha"]
+        if not _SHA.match(sha) or sha not in ctx.image_paths:
+            return _json({"error": "no such image"}, 404)
+        return FileResponse(ctx.image_paths[sha], headers={**SECURITY_HEADERS, "Cache-Control": "max-age=86400"})
+
+    return [
+        Route("/", page("index.html", "text/html; charset=utf-8")),
+        Route("/static/game.js", page("game.js", "text/javascript; charset=utf-8")),
+        Route("/static/game.css", page("game.css", "text/css; charset=utf-8")),
+        Route("/img/{sha}", image),
+    ]
+
+
+def player_routes(ctx: Context) -> list[Route]:
+    """Every player's routes: the status, joining, the dashboard, the leaderboard and flags."""
+    game, throttle = ctx.game, ctx.throttle
 
     async def status(request: Request) -> Response:
         return _json(
@@ -358,103 +397,71 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         )
 
     async def join(request: Request) -> Response:
-        throttle.hit("join_address", address(request))
+        throttle.hit("join_address", ctx.address(request))
         b = await parse(request, JoinBody)
         throttle.hit("join_code", hashlib.sha256(b.code.encode()).hexdigest())
         return _json(await run(game.join, b.code, b.name))
 
-    async def create_get(request: Request) -> Response:
-        return _json({"task": await run(game.creation_task, await reader(request), False)})
-
-    async def create_task(request: Request) -> Response:
-        token = await reader(request)
-        await read_capped(request)  # a body, if any, is bounded and ignored
-        return _json({"task": await run(game.creation_task, token)})
-
-    async def create_post(request: Request) -> Response:
-        token = await submitter(request)
-        c = await parse(request, CreateBody)
-        return _json(await run(game.create, token, c.task_id, c.cue, list(c.selection)))
-
-    async def solve_get(request: Request) -> Response:
-        return _json({"task": await run(game.solve_task, await reader(request), False)})
-
-    async def solve_task(request: Request) -> Response:
-        token = await reader(request)
-        await read_capped(request)
-        return _json({"task": await run(game.solve_task, token)})
-
-    async def solve_post(request: Request) -> Response:
-        token = await submitter(request)
-        b = await parse(request, SolveBody)
-        return _json(await run(game.solve, token, b.lease_id, list(b.selection)))
-
-    async def creation(request: Request) -> Response:
-        return _json(await run(game.creation, await reader(request), request.path_params["instance_id"]))
-
     async def me(request: Request) -> Response:
-        return _json(await run(game.dashboard, await reader(request)))
+        return _json(await run(game.dashboard, await ctx.reader(request)))
 
     async def leaderboard(request: Request) -> Response:
-        await reader(request)
+        await ctx.reader(request)
         given = request.query_params.get("round")  # ?round=N: one collection round's leaderboard
         if given is not None and not (given.isascii() and given.isdigit() and len(given) <= 9):
             raise GameError(400, "round must be a whole number (0, 1, 2, ...)")
         round_id = None if given is None else int(given)
         return _json({"rows": await run(game.leaderboard, 20, round_id), "round": round_id})
 
-    async def image(request: Request) -> Response:
-        sha = request.path_params["sha"]
-        if not _SHA.match(sha) or sha not in image_paths:
-            return _json({"error": "no such image"}, 404)
-        return FileResponse(image_paths[sha], headers={**SECURITY_HEADERS, "Cache-Control": "max-age=86400"})
-
-    async def admin_pause(request: Request) -> Response:
-        await admin(request)
-        b = await parse(request, PauseBody)
-        await run(game.set_paused, b.paused)
-        return _json({"paused": await run(game.paused)})
-
-    async def admin_submissions(request: Request) -> Response:
-        await admin(request)
-        return _json(await run(game.submissions))
-
-    async def admin_invitations(request: Request) -> Response:
-        await admin(request)
-        b = await parse(request, InvitationsBody)
-        codes = await run(game.create_invitations, b.count)
-        return _json({"codes": codes, **await run(game.invitations)})
-
-    async def admin_export(request: Request) -> Response:
-        await admin(request)
-        return _json(await run(game.export))
-
     async def flag_post(request: Request) -> Response:
-        token = await submitter(request)
+        token = await ctx.submitter(request)
         b = await parse(request, FlagBody)
         return _json(await run(flags.flag, game, token, b.instance_id, b.category, b.reason))
 
-    async def admin_flags(request: Request) -> Response:
-        await admin(request)
-        return _json(await run(flags.queue, game))
-
-    async def admin_review(request: Request) -> Response:
-        await admin(request)
-        b = await parse(request, ReviewBody)
-        return _json(await run(flags.review, game, b.instance_id, b.decision, b.note, b.reviewer))
-
-    async def on_error(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, Refusal):
-            return _json({"error": exc.message}, refusal_status(exc))
-        assert isinstance(exc, GameError)
-        return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
-
-    routes = [
-        Route("/", page("index.html", "text/html; charset=utf-8")),
-        Route("/static/game.js", page("game.js", "text/javascript; charset=utf-8")),
-        Route("/static/game.css", page("game.css", "text/css; charset=utf-8")),
+    return [
         Route("/api/status", status),
         Route("/api/join", join, methods=["POST"]),
+        Route("/api/me", me),
+        Route("/api/leaderboard", leaderboard),
+        Route("/api/flag", flag_post, methods=["POST"]),
+    ]
+
+
+def play_routes(ctx: Context) -> list[Route]:
+    """The spymaster's routes (creation tasks, creations, one's own association) and the solver's
+    (solve tasks, answers)."""
+    game = ctx.game
+
+    async def create_get(request: Request) -> Response:
+        return _json({"task": await run(game.creation_task, await ctx.reader(request), False)})
+
+    async def create_task(request: Request) -> Response:
+        token = await ctx.reader(request)
+        await read_capped(request)  # a body, if any, is bounded and ignored
+        return _json({"task": await run(game.creation_task, token)})
+
+    async def create_post(request: Request) -> Response:
+        token = await ctx.submitter(request)
+        c = await parse(request, CreateBody)
+        return _json(await run(game.create, token, c.task_id, c.cue, list(c.selection)))
+
+    async def creation(request: Request) -> Response:
+        return _json(await run(game.creation, await ctx.reader(request), request.path_params["instance_id"]))
+
+    async def solve_get(request: Request) -> Response:
+        return _json({"task": await run(game.solve_task, await ctx.reader(request), False)})
+
+    async def solve_task(request: Request) -> Response:
+        token = await ctx.reader(request)
+        await read_capped(request)
+        return _json({"task": await run(game.solve_task, token)})
+
+    async def solve_post(request: Request) -> Response:
+        token = await ctx.submitter(request)
+        b = await parse(request, SolveBody)
+        return _json(await run(game.solve, token, b.lease_id, list(b.selection)))
+
+    return [
         Route("/api/create", create_get, methods=["GET"]),
         Route("/api/create", create_post, methods=["POST"]),
         Route("/api/create/task", create_task, methods=["POST"]),
@@ -462,17 +469,69 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         Route("/api/solve", solve_get, methods=["GET"]),
         Route("/api/solve", solve_post, methods=["POST"]),
         Route("/api/solve/task", solve_task, methods=["POST"]),
-        Route("/api/me", me),
-        Route("/api/leaderboard", leaderboard),
-        Route("/img/{sha}", image),
+    ]
+
+
+def admin_routes(ctx: Context) -> list[Route]:
+    """The admin's routes (``X-Admin-Token``, :meth:`Context.admin`): pause, submissions, export,
+    invitations, and the flags' review queue and decisions."""
+    game = ctx.game
+
+    async def admin_pause(request: Request) -> Response:
+        await ctx.admin(request)
+        b = await parse(request, PauseBody)
+        await run(game.set_paused, b.paused)
+        return _json({"paused": await run(game.paused)})
+
+    async def admin_submissions(request: Request) -> Response:
+        await ctx.admin(request)
+        return _json(await run(game.submissions))
+
+    async def admin_invitations(request: Request) -> Response:
+        await ctx.admin(request)
+        b = await parse(request, InvitationsBody)
+        codes = await run(game.create_invitations, b.count)
+        return _json({"codes": codes, **await run(game.invitations)})
+
+    async def admin_export(request: Request) -> Response:
+        await ctx.admin(request)
+        return _json(await run(game.export))
+
+    async def admin_flags(request: Request) -> Response:
+        await ctx.admin(request)
+        return _json(await run(flags.queue, game))
+
+    async def admin_review(request: Request) -> Response:
+        await ctx.admin(request)
+        b = await parse(request, ReviewBody)
+        return _json(await run(flags.review, game, b.instance_id, b.decision, b.note, b.reviewer))
+
+    return [
         Route("/api/admin/pause", admin_pause, methods=["POST"]),
         Route("/api/admin/submissions", admin_submissions),
         Route("/api/admin/export", admin_export),
         Route("/api/admin/invitations", admin_invitations, methods=["POST"]),
-        Route("/api/flag", flag_post, methods=["POST"]),
         Route("/api/admin/flags", admin_flags, methods=["GET"]),
         Route("/api/admin/flags/review", admin_review, methods=["POST"]),
     ]
+
+
+async def on_error(request: Request, exc: Exception) -> Response:
+    """A refusal as JSON ``{"error": message}``: a domain error (:class:`gavil.errors.Refusal`) with
+    its :data:`STATUS`, a :class:`GameError` with its own (and a :class:`Refused`'s headers)."""
+    if isinstance(exc, Refusal):
+        return _json({"error": exc.message}, refusal_status(exc))
+    assert isinstance(exc, GameError)
+    return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
+
+
+def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
+    """The app for ``game``; ``image_paths``: sha256 -> file of every image the game shows.
+
+    Its throttles (:class:`Throttle`) live in this app's memory: a restart starts them afresh.
+    """
+    ctx = Context(game, image_paths)
+    routes = static_routes(ctx) + player_routes(ctx) + play_routes(ctx) + admin_routes(ctx)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

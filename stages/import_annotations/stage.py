@@ -92,40 +92,13 @@ def import_all(
     """
     ids = frozenset(BASE_ID_COLUMNS) | frozenset(identity_columns)
     state = ImportState(key, flag_cue or (lambda cue: None), ids)
-    for spec in release_files:
-        if not release_dir:
-            break
-        path = release_dir / spec["file"]
-        if not path.exists():
-            raise MissingInput(f"annotations.release_files: {path} does not exist (check annotations.release_dir)")
-        import_release_file(path, spec["dataset"], state)
-    if raw_dir is not None and not raw_dir.is_dir():
-        raise MissingInput(f"annotations.raw_dir: {raw_dir} is not a folder (create it, or fix the path)")
-    batches = sorted(p for p in raw_dir.iterdir() if p.is_dir()) if raw_dir else []
-    ignored = (
-        sorted(p.as_posix() for p in raw_dir.iterdir() if p.is_file() and p.name != "README.md") if raw_dir else []
-    )
+    _import_release(release_dir, release_files, state)
     crowd_files = crowd or {}
-    known = {f"{s}{e}" for s in ("creations", "solves") for e in (".csv", ".jsonl")}
-    known |= {crowd_files.get("creations_file", ""), crowd_files.get("solves_file", ""), "README.md"}
-    for batch in batches:  # a file the import does not read is listed in the metrics, never silently skipped
-        ignored += sorted(p.as_posix() for p in batch.iterdir() if p.name not in known)
-    for batch in batches:
-        for creations in _find(batch, "creations"):
-            if state.first_time(creations):
-                import_creations(creations, state)
-        cc = batch / crowd_files.get("creations_file", "") if crowd_files else None
-        if cc and cc.is_file() and state.first_time(cc):
-            import_crowd(cc, "creation", crowd_files, state)
+    batches, ignored = _batches(raw_dir, crowd_files)
+    _import_batches(batches, "creations", crowd_files, state)
     game_creations, game_solves = read_game(game_store) if game_store else ([], [])
     untrained = import_game_creations(game_store, game_creations, state) if game_store and game_creations else 0
-    for batch in batches:
-        for solves in _find(batch, "solves"):
-            if state.first_time(solves):
-                import_solves(solves, state)
-        cs = batch / crowd_files.get("solves_file", "") if crowd_files else None
-        if cs and cs.is_file() and state.first_time(cs):
-            import_crowd(cs, "solve", crowd_files, state)
+    _import_batches(batches, "solves", crowd_files, state)
     gold = gold or GoldParams()
     gold_items, gold_answers = read_gold(game_store) if game_store else ([], [])
     gold_js = score_gold(game_store, gold_items, gold_answers, state) if game_store and gold_answers else {}
@@ -133,42 +106,14 @@ def import_all(
     excluded: dict[str, int] = {}
     if game_store and game_solves:
         import_game_solves(game_store, game_solves, state, verdict if gold.enabled else None, excluded)
-    inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
-    for col in ("release_id", "score_fool_the_ai", "annotation_index"):
-        inst[col] = inst[col].astype("Int64")
-    for col in ("cue_weight", "associations_mean_weight", "candidates_connectivity_score"):
-        inst[col] = inst[col].astype(float)
-    sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
-    rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
+    inst, sol, rej = _tables(state)
     flagged, flags_dropped = flag_rows(game_store, game_creations, state) if game_store else ([], 0)
     flags = pd.DataFrame(flagged, columns=list(Flags.to_schema().columns))
     for col in ("flagged_at", "reviewed_at"):
         flags[col] = flags[col].astype(float)
     flags["flag_id"] = flags["flag_id"].astype(int)
-    by_reason = (
-        rej["reason"].str.replace(r"'[^']*'|\[[^\]]*\]|\d+", "…", regex=True).value_counts().to_dict()
-        if len(rej)
-        else {}
-    )
-    accepted = pd.concat([inst["source_file"], sol["source_file"]]).value_counts().to_dict()
-    # cast: pandas-stubs types groupby labels as Hashable; here they are (origin, dataset) pairs
-    by_origin = cast("Iterable[tuple[tuple[str, str], int]]", inst.groupby(["origin", "dataset"]).size().items())
     metrics = {
-        "rows_read": state.read,
-        "rows_accepted": {f: int(accepted.get(f, 0)) for f in state.read},
-        "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
-        "instances": {f"{o}/{d}": int(n) for (o, d), n in by_origin},
-        "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
-        # allowed on purpose (docs/annotations.md "Integrity rules"): the game shows images, not names
-        "instances_cue_names_a_candidate": int(
-            sum(name_key(c) in {name_key(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
-        ),
-        "solves": len(sol),
-        "rejected": len(rej),
-        "rejected_by_reason": by_reason,
-        "skipped_duplicate_files": state.skipped_files,
-        "batches": [b.name for b in batches],
-        "ignored_files": ignored,
+        **_row_metrics(state, inst, sol, rej, batches, ignored),
         "game": {
             "creations": len(game_creations),
             "solves": len(game_solves),
@@ -191,6 +136,110 @@ def import_all(
             "answers_excluded": sum(excluded.values()),
         }
     return ImportResult(inst, sol, rej, metrics, flags, checks)
+
+
+def _import_release(release_dir: Path | None, release_files: list[dict[str, str]], state: ImportState) -> None:
+    """Import each listed release file (``{"file", "dataset"}``, in list order) from ``release_dir``
+    into ``state``; nothing without a ``release_dir``.
+
+    Raises:
+        MissingInput: a listed release file does not exist.
+    """
+    for spec in release_files:
+        if not release_dir:
+            break
+        path = release_dir / spec["file"]
+        if not path.exists():
+            raise MissingInput(f"annotations.release_files: {path} does not exist (check annotations.release_dir)")
+        import_release_file(path, spec["dataset"], state)
+
+
+def _batches(raw_dir: Path | None, crowd_files: dict[str, Any]) -> tuple[list[Path], list[str]]:
+    """(the batch folders of ``raw_dir`` in name order, the files the import does not read): loose
+    files in ``raw_dir`` but its README, and files in a batch that are neither ``creations``/``solves``
+    (``.csv``, ``.jsonl``) nor the crowd files named in ``crowd_files``; posix paths, listed in the
+    metrics, never silently skipped.
+
+    Raises:
+        MissingInput: ``raw_dir`` is given but is not a folder.
+    """
+    if raw_dir is not None and not raw_dir.is_dir():
+        raise MissingInput(f"annotations.raw_dir: {raw_dir} is not a folder (create it, or fix the path)")
+    batches = sorted(p for p in raw_dir.iterdir() if p.is_dir()) if raw_dir else []
+    ignored = (
+        sorted(p.as_posix() for p in raw_dir.iterdir() if p.is_file() and p.name != "README.md") if raw_dir else []
+    )
+    known = {f"{s}{e}" for s in ("creations", "solves") for e in (".csv", ".jsonl")}
+    known |= {crowd_files.get("creations_file", ""), crowd_files.get("solves_file", ""), "README.md"}
+    for batch in batches:  # a file the import does not read is listed in the metrics, never silently skipped
+        ignored += sorted(p.as_posix() for p in batch.iterdir() if p.name not in known)
+    return batches, ignored
+
+
+def _import_batches(batches: list[Path], what: str, crowd_files: dict[str, Any], state: ImportState) -> None:
+    """Import every batch's ``what`` (``creations`` or ``solves``): its ``<what>.{csv,jsonl}``, then
+    its crowd file (``crowd_files["<what>_file"]``), batch by batch; a file whose bytes were already
+    imported is skipped (:meth:`ImportState.first_time`)."""
+    native = import_creations if what == "creations" else import_solves
+    kind = "creation" if what == "creations" else "solve"
+    for batch in batches:
+        for path in _find(batch, what):
+            if state.first_time(path):
+                native(path, state)
+        crowd_file = batch / crowd_files.get(f"{what}_file", "") if crowd_files else None
+        if crowd_file and crowd_file.is_file() and state.first_time(crowd_file):
+            import_crowd(crowd_file, kind, crowd_files, state)
+
+
+def _tables(state: ImportState) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(instances, solves, rejects) of ``state`` as frames with the columns (and nullable integer
+    and float dtypes) of :class:`schemas.annotations.Instances`, ``Solves`` and ``AnnotationRejects``."""
+    inst = pd.DataFrame(state.instances, columns=list(Instances.to_schema().columns))
+    for col in ("release_id", "score_fool_the_ai", "annotation_index"):
+        inst[col] = inst[col].astype("Int64")
+    for col in ("cue_weight", "associations_mean_weight", "candidates_connectivity_score"):
+        inst[col] = inst[col].astype(float)
+    sol = pd.DataFrame(state.solves, columns=list(Solves.to_schema().columns))
+    rej = pd.DataFrame(state.rejects, columns=list(AnnotationRejects.to_schema().columns))
+    return inst, sol, rej
+
+
+def _row_metrics(
+    state: ImportState,
+    inst: pd.DataFrame,
+    sol: pd.DataFrame,
+    rej: pd.DataFrame,
+    batches: list[Path],
+    ignored: list[str],
+) -> dict[str, Any]:
+    """The metrics of the rows read (per file: read, accepted, rejected; instances by origin and
+    dataset; rejects by reason with names and numbers masked as ``…``), the batches and the files
+    ignored, in the order ``metrics.json`` lists them."""
+    by_reason = (
+        rej["reason"].str.replace(r"'[^']*'|\[[^\]]*\]|\d+", "…", regex=True).value_counts().to_dict()
+        if len(rej)
+        else {}
+    )
+    accepted = pd.concat([inst["source_file"], sol["source_file"]]).value_counts().to_dict()
+    # cast: pandas-stubs types groupby labels as Hashable; here they are (origin, dataset) pairs
+    by_origin = cast("Iterable[tuple[tuple[str, str], int]]", inst.groupby(["origin", "dataset"]).size().items())
+    return {
+        "rows_read": state.read,
+        "rows_accepted": {f: int(accepted.get(f, 0)) for f in state.read},
+        "rows_rejected": {f: int((rej["source_file"] == f).sum()) for f in state.read},
+        "instances": {f"{o}/{d}": int(n) for (o, d), n in by_origin},
+        "instances_with_flagged_cue": int(inst["cue_flag"].notna().sum()),
+        # allowed on purpose (docs/annotations.md "Integrity rules"): the game shows images, not names
+        "instances_cue_names_a_candidate": int(
+            sum(name_key(c) in {name_key(x) for x in cs} for c, cs in zip(inst["cue"], inst["candidates"]))
+        ),
+        "solves": len(sol),
+        "rejected": len(rej),
+        "rejected_by_reason": by_reason,
+        "skipped_duplicate_files": state.skipped_files,
+        "batches": [b.name for b in batches],
+        "ignored_files": ignored,
+    }
 
 
 class AnnotatorKeyChanged(GavilError):
