@@ -11,7 +11,7 @@ stage registry (:func:`gavil.pipeline.registry.downstream`), never from a hand l
   everything that reads them;
 - ``full-build`` (on demand): every stage, SWOW ingestion to evaluation.
 
-Serve them against a local Prefect server (README, "Prefect")::
+Serve them against a local Prefect server (docs/prefect.md "Deployments and schedules")::
 
     export PREFECT_API_URL=http://127.0.0.1:4200/api
     gavil server                # a local server in the background (flows/server.py), once it answers

@@ -1,5 +1,5 @@
 """A local Prefect server for the deployments, and waiting for one: ``gavil server``, ``gavil serve``
-and ``gavil trigger`` (README, "Prefect").
+and ``gavil trigger`` (docs/prefect.md "Deployments and schedules").
 
 ``gavil server`` starts ``prefect server start`` in the background (its own session, output in
 ``$PREFECT_HOME/gavil-server.log``, pid in ``$PREFECT_HOME/server.pid``, so ``prefect server stop``
@@ -28,7 +28,10 @@ DEFAULT_PORT = 4200
 LOG_NAME = "gavil-server.log"
 PID_NAME = "server.pid"  # Prefect's own name: `prefect server stop` reads it
 FLOW_NAME = "winogavil-build"
-HOW_TO_START = "start one with `gavil server` and `export PREFECT_API_URL=http://127.0.0.1:4200/api` (README, Prefect)"
+HOW_TO_START = (
+    "start one with `gavil server` and `export PREFECT_API_URL=http://127.0.0.1:4200/api`"
+    ' (docs/prefect.md "Deployments and schedules")'
+)
 
 
 class NoServer(GavilError):

@@ -73,7 +73,8 @@ def server(
     timeout: Annotated[float, typer.Option(help="seconds to wait for its health endpoint")] = 120,
     stop: Annotated[bool, typer.Option("--stop", help="stop the server `gavil server` started")] = False,
 ) -> None:
-    """Start a local Prefect server in the background; returns once it answers (README, Prefect)."""
+    """Start a local Prefect server in the background; returns once it answers
+    (docs/prefect.md "Deployments and schedules")."""
     from flows import server as prefect_server
 
     if stop:

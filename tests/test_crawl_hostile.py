@@ -150,7 +150,7 @@ def test_clean_store_removes_only_staging_no_live_run_holds(in_tmp):
 
 
 class Pace:
-    """Slow images hold their second half until :meth:`release` (at most ``hold`` seconds), so a
+    """Slow images hold their second half until :meth:`release_when_staging_dirs` (at most ``hold`` seconds), so a
     test can make sure one partition is mid-download while another starts; ``hold = 0``: no wait."""
 
     def __init__(self) -> None:

@@ -11,6 +11,7 @@ concept is a ``duplicate``; the perceptual test is skipped for images flatter th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,9 +50,8 @@ def register(
     """
     cand_rows: list[dict[str, Any]] = []
     img_rows: list[dict[str, Any]] = []
-    owner: dict[str, str] = {}
-    hashes = np.zeros(max(1, sum(len(f[0]) for f in candidates.values())), dtype=np.uint64)
-    hash_owner: list[str] = []
+    n_urls = sum(len(f[0]) for f in candidates.values())
+    owners = _Owners(phash_max_distance, phash_min_std, np.zeros(max(1, n_urls), dtype=np.uint64))
     for concept, status, reason in sorted(
         zip(concept_filter["concept"], concept_filter["status"], concept_filter["reason"])
     ):
@@ -63,77 +63,118 @@ def register(
         urls, search_error = list(found[0]), found[1]
         note = found[2] if len(found) > 2 else None
         if not urls:
-            if search_error and search_error != "concept name is not a safe file name":
-                img_rows.append({**row, "status": "search_failed", "reason": _join(note, search_error)})
-            else:
-                img_rows.append(
-                    {
-                        **row,
-                        "status": "no_results",
-                        "reason": _join(
-                            note,
-                            f"no {source} result for '{concept}'" + (f" ({search_error})" if search_error else ""),
-                        ),
-                    }
-                )
+            img_rows.append(_no_result_row(row, source, search_error, note))
             continue
-        mine: list[dict[str, Any]] = []
-        for rank, url in enumerate(urls, start=1):
-            rec = downloads.get(url) or {"status": "download_failed", "reason": "not downloaded (crawl interrupted?)"}
-            c = {"concept": concept, "rank": rank, "url": url, "status": rec["status"], "reason": rec.get("reason")}
-            if rec["status"] == "kept":
-                c |= {k: rec[k] for k in ("sha256", "path", "width", "height", "format", "bytes", "phash")}
-                sha = rec["sha256"]
-                if sha in owner:
-                    who = "an earlier candidate" if owner[sha] == concept else f"'{owner[sha]}'"
-                    c |= {"status": "duplicate", "reason": f"same image (sha256 {sha[:12]}) as {who}"}
-                elif phash_max_distance is not None and hash_owner and _comparable(rec, phash_min_std):
-                    h = np.uint64(int(rec["phash"], 16))
-                    dist = np.bitwise_count(hashes[: len(hash_owner)] ^ h)
-                    near = [
-                        (int(d), hash_owner[i])
-                        for i in np.flatnonzero(dist <= phash_max_distance)
-                        for d in [dist[i]]
-                        if hash_owner[i] != concept
-                    ]
-                    if near:
-                        d, who = min(near)
-                        c |= {
-                            "status": "duplicate",
-                            "reason": f"near-duplicate of '{who}' (phash distance {d} <= {phash_max_distance})",
-                        }
-                if c["status"] == "kept":
-                    owner[sha] = concept
-                    if _comparable(rec, phash_min_std):
-                        hashes[len(hash_owner)] = np.uint64(int(rec["phash"], 16))
-                        hash_owner.append(concept)
-            mine.append(c)
+        mine = _candidate_rows(concept, urls, downloads, owners)
         cand_rows += mine
-        kept = [c for c in mine if c["status"] == "kept"]
-        problems = "; ".join(f"#{c['rank']} {c['url']}: {c['reason']}" for c in mine if c["status"] != "kept")
-        if kept:
-            top = kept[0]
-            img_rows.append(
-                {
-                    **row,
-                    "status": "ok",
-                    "reason": _join(note, problems),
-                    "source_url": top["url"],
-                    "candidates_kept": len(kept),
-                    **{k: top[k] for k in ("sha256", "path", "width", "height", "format", "bytes")},
-                }
-            )
-        else:
-            kinds = {c["status"] for c in mine}
-            img_rows.append(
-                {**row, "status": kinds.pop() if len(kinds) == 1 else "all_rejected", "reason": _join(note, problems)}
-            )
+        img_rows.append(_image_row(row, mine, note))
     cands = pd.DataFrame(cand_rows, columns=list(Candidates.to_schema().columns))
     images = pd.DataFrame(img_rows, columns=list(Images.to_schema().columns))
     for df in (cands, images):
         for col in ("width", "height", "bytes"):
             df[col] = df[col].astype("Int64")
     return cands, images
+
+
+@dataclass
+class _Owners:
+    """Which concept owns each image kept so far: ``by_sha`` maps a sha256 to its concept; the
+    perceptual test's images (:func:`_comparable`) have their 64-bit hashes in
+    ``hashes[: len(hash_owner)]`` (uint64, preallocated for every candidate URL) and their
+    concepts in ``hash_owner``, in the order kept."""
+
+    phash_max_distance: int | None
+    phash_min_std: float
+    hashes: np.ndarray
+    by_sha: dict[str, str] = field(default_factory=dict)
+    hash_owner: list[str] = field(default_factory=list)
+
+    def duplicate(self, rec: dict[str, Any], concept: str) -> dict[str, str] | None:
+        """The ``status``/``reason`` of a kept download ``rec`` of ``concept`` that repeats an owned image
+        (the same sha256, or a perceptual hash within ``phash_max_distance`` bits of another concept's,
+        the nearest named), or None when it is new."""
+        sha = rec["sha256"]
+        if sha in self.by_sha:
+            who = "an earlier candidate" if self.by_sha[sha] == concept else f"'{self.by_sha[sha]}'"
+            return {"status": "duplicate", "reason": f"same image (sha256 {sha[:12]}) as {who}"}
+        if self.phash_max_distance is not None and self.hash_owner and _comparable(rec, self.phash_min_std):
+            h = np.uint64(int(rec["phash"], 16))
+            dist = np.bitwise_count(self.hashes[: len(self.hash_owner)] ^ h)
+            near = [
+                (int(d), self.hash_owner[i])
+                for i in np.flatnonzero(dist <= self.phash_max_distance)
+                for d in [dist[i]]
+                if self.hash_owner[i] != concept
+            ]
+            if near:
+                d, who = min(near)
+                return {
+                    "status": "duplicate",
+                    "reason": f"near-duplicate of '{who}' (phash distance {d} <= {self.phash_max_distance})",
+                }
+        return None
+
+    def claim(self, rec: dict[str, Any], concept: str) -> None:
+        """Record the kept download ``rec`` as ``concept``'s image (its hash too, when comparable)."""
+        self.by_sha[rec["sha256"]] = concept
+        if _comparable(rec, self.phash_min_std):
+            self.hashes[len(self.hash_owner)] = np.uint64(int(rec["phash"], 16))
+            self.hash_owner.append(concept)
+
+
+def _candidate_rows(concept: str, urls: list[str], downloads: dict[str, dict], owners: _Owners) -> list[dict[str, Any]]:
+    """One :class:`schemas.crawl.Candidates` row per URL of ``concept`` (rank from 1): its journal
+    record's status and reason (``download_failed`` when it has none), and for a kept image its
+    file's columns; a kept image that repeats an owned one is a ``duplicate``, else ``concept``
+    claims it in ``owners``."""
+    mine: list[dict[str, Any]] = []
+    for rank, url in enumerate(urls, start=1):
+        rec = downloads.get(url) or {"status": "download_failed", "reason": "not downloaded (crawl interrupted?)"}
+        c = {"concept": concept, "rank": rank, "url": url, "status": rec["status"], "reason": rec.get("reason")}
+        if rec["status"] == "kept":
+            c |= {k: rec[k] for k in ("sha256", "path", "width", "height", "format", "bytes", "phash")}
+            dup = owners.duplicate(rec, concept)
+            if dup is not None:
+                c |= dup
+            else:
+                owners.claim(rec, concept)
+        mine.append(c)
+    return mine
+
+
+def _no_result_row(row: dict[str, Any], source: str, search_error: str | None, note: str | None) -> dict[str, Any]:
+    """The :class:`schemas.crawl.Images` row of a concept the search gave no URL: ``search_failed``
+    with the search's error, or ``no_results`` (also when the concept is no safe file name)."""
+    if search_error and search_error != "concept name is not a safe file name":
+        return {**row, "status": "search_failed", "reason": _join(note, search_error)}
+    return {
+        **row,
+        "status": "no_results",
+        "reason": _join(
+            note,
+            f"no {source} result for '{row['concept']}'" + (f" ({search_error})" if search_error else ""),
+        ),
+    }
+
+
+def _image_row(row: dict[str, Any], mine: list[dict[str, Any]], note: str | None) -> dict[str, Any]:
+    """The :class:`schemas.crawl.Images` row of a concept from its candidate rows ``mine``: ``ok``
+    with the top-ranked kept image, else the one status all candidates share or ``all_rejected``;
+    the reason lists the candidates not kept."""
+    kept = [c for c in mine if c["status"] == "kept"]
+    problems = "; ".join(f"#{c['rank']} {c['url']}: {c['reason']}" for c in mine if c["status"] != "kept")
+    if kept:
+        top = kept[0]
+        return {
+            **row,
+            "status": "ok",
+            "reason": _join(note, problems),
+            "source_url": top["url"],
+            "candidates_kept": len(kept),
+            **{k: top[k] for k in ("sha256", "path", "width", "height", "format", "bytes")},
+        }
+    kinds = {c["status"] for c in mine}
+    return {**row, "status": kinds.pop() if len(kinds) == 1 else "all_rejected", "reason": _join(note, problems)}
 
 
 def _comparable(rec: dict, phash_min_std: float) -> bool:
