@@ -32,6 +32,7 @@ score and mean fool-the-AI; solvers' answers and mean Jaccard.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import pandas as pd
@@ -42,6 +43,7 @@ from gavil.pipeline import catalog
 from schemas.selection import UNNUMBERED, Selection
 from stages.select_instances.flags import held_reasons, published_reason, withhold
 from stages.select_instances.guard import check_ledger, published_ids, read_ledger, read_published
+from stages.select_instances.history import check_history, published_history
 from stages.select_instances.identity import duplicate_reason, mark_duplicates
 from stages.select_instances.ledger import (
     benchmark_ids,
@@ -375,7 +377,9 @@ def run(params: Params) -> Metrics:
     # the ledger first: a damaged one, or one that lost a published ID, stops before any write
     ledger_path, published_path = catalog.path("id_ledger", "write"), catalog.path("published_ids", "write")
     ledger = read_ledger(ledger_path)
-    check_ledger(ledger, read_published(published_path), fingerprints, ledger_path, published_path)
+    published = read_published(published_path)
+    check_ledger(ledger, published, fingerprints, ledger_path, published_path)
+    check_history(published, published_history(Path("."), published_path), published_path)
     solves = catalog.read_table("solves")
     retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
     flags = catalog.read_table("flags")
