@@ -134,14 +134,15 @@ def _headings(page: Path) -> set[str]:
 
 def test_every_pointer_to_a_readme_or_docs_section_resolves():
     """A sweep over every text file of the project (code, params.yaml, pyproject, the game's pages, the
-    docs themselves): each ``README "<heading>"`` / ``docs/<page>.md "<heading>"`` names an existing page and heading."""
+    docs themselves): each ``README "<heading>"`` / ``docs/<page>.md "<heading>"`` names an existing
+    page and heading."""
     roots = [ROOT / d for d in ("gavil", "stages", "schemas", "flows", "benchmarks", "tests", "docs", ".ci")]
     files = [f for r in roots for f in r.rglob("*") if f.is_file() and f.suffix in POINTER_FILES]
     files += [ROOT / n for n in ("README.md", "params.yaml", "pyproject.toml", "mkdocs.yml", "data/game/README.md")]
     seen, bad = 0, []
     for f in files:
-        if f.name == "test_docs.py":
-            continue
+        if f.name in ("test_docs.py", "test_pointers.py"):
+            continue  # their broken pointers are planted
         for m in POINTER.finditer(f.read_text(encoding="utf-8", errors="replace")):
             page = ROOT / ("README.md" if m.group(1) == "README" else m.group(1))
             if m.group(1) == "README" and not m.group(2):

@@ -14,8 +14,8 @@ absolute counts or the paper's fractions (15,000 and 500 of 44,000: 0.3409, 0.01
 
 Determinism: every draw is keyed by instance id, never by row position: an instance's rank in a
 classifier's split (and in the KL's random reduction, and whether ``plant`` marks it) is
-``splitmix64(blake2b(instance_uid) ^ key(seed, purpose, phase, classifier))`` (:func:`draw_keys`),
-so it depends on the instance's id and the seed alone, not on the row order nor on which other
+``splitmix64(blake2b(instance_uid) ^ key(seed, purpose, phase, classifier))``
+(:func:`~gavil.models.keyed.draw_keys`), so it depends on the instance's id and the seed alone, not on the row order nor on which other
 instances are present. Instances (and their pair rows) are sorted by id before any fit or sum,
 and every prediction is credited by instance position, so a permuted input gives bit-identical
 scores, probes and KL (tests/test_aflite.py shuffles every table the stage reads: selection,

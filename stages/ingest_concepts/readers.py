@@ -123,8 +123,8 @@ def read_swow_r100(path: str | Path, lowercase: bool = True) -> Read:
 
     Edges: cue, response, r1_count, r123_count (Int64), r1_strength, r123_strength (fractions of
     the cue's valid R1 / R1..R3 responses). Missing values (unquoted NA) and
-    :data:`NON_RESPONSES` (any case, surrounding whitespace) are not responses; a quoted "NA" is the word "NA". A cue with no valid
-    response is dropped and counted (``dropped_cues``).
+    :data:`~stages.ingest_concepts.formats.NON_RESPONSES` (any case, surrounding whitespace) are not
+    responses; a quoted "NA" is the word "NA". A cue with no valid response is dropped and counted (``dropped_cues``).
 
     Raises:
         SwowFormatError: with file, line and column of the first malformed row.
@@ -190,8 +190,8 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
     is taken from the header line (tab, comma or semicolon, as a spreadsheet re-saves the file);
     fields may be quoted (``"a, b"``, doubled ``""``) when the separator is not a tab or the header
     itself is quoted. A UTF-8 BOM and CRLF line ends are accepted. Rows whose response is a SWOW
-    non-response marker (:data:`NON_RESPONSES`, any case) are dropped and counted
-    (``non_response_rows``).
+    non-response marker (:data:`~stages.ingest_concepts.formats.NON_RESPONSES`, any case) are dropped
+    and counted (``non_response_rows``).
 
     Edges: cue, response and the r1_* or r123_* count/strength columns (the others null).
     Each row: cue and response non-empty, 0 <= count <= N, N > 0, strength in [0, 1] and equal
