@@ -445,11 +445,67 @@ def _committed_deps() -> dict[str, list[str]]:
 
 
 def test_the_game_is_a_code_dep_of_at_most_the_stage_that_imports_it():
-    """Editing the game's params model or the game's code re-runs at most import_annotations (it
-    reads game.store_dir and imports the game's store)."""
+    """Editing the game's params model or the game's store re-runs at most import_annotations (it
+    reads game.store_dir and imports the store); editing the web app re-runs no stage."""
     for name, deps in _committed_deps().items():
-        game = [d for d in deps if d == "gavil/params/game.py" or d.startswith("gavil/game/")]
+        game = [d for d in deps if d == "gavil/params/game.py" or d.startswith("gavil/gamestore/")]
         assert not game or name == "import_annotations", (name, game)
+
+
+def test_no_stage_depends_on_the_game_app():
+    """No stage's code deps hold a file of the web app (``gavil/game/``), nor the models its rival
+    loads: how the game serves never makes the import stale (docs/game.md "Three rooms")."""
+    for name, deps in _committed_deps().items():
+        app = [d for d in deps if d.startswith("gavil/game/")]
+        assert not app, (name, app)
+    deps = _committed_deps()["import_annotations"]
+    assert "gavil/gamestore/store.py" in deps and "gavil/domain/gold.py" in deps
+    assert not [d for d in deps if d.startswith("gavil/models/")], deps
+
+
+def test_the_store_imports_nothing_of_the_app_or_of_http():
+    """The store package (``gavil/gamestore/``) knows SQL, not HTTP: no import of ``gavil.game``,
+    starlette, fastapi or uvicorn in any of its modules (imports inside functions included)."""
+    banned = ("gavil.game", "starlette", "fastapi", "uvicorn")
+    files = sorted((ROOT / "gavil/gamestore").glob("*.py"))
+    assert files
+    for f in files:
+        bad = [m for m in _imported_modules(f) if m in banned or m.startswith(tuple(b + "." for b in banned))]
+        assert not bad, (f.name, bad)
+
+
+def test_the_rules_the_game_and_the_import_share_are_http_free():
+    """The shared rules in ``gavil/domain/`` import neither the game, nor its store, nor a web library."""
+    for name in ("rules", "gold", "leases", "flags"):
+        found = _imported_modules(ROOT / f"gavil/domain/{name}.py")
+        bad = [m for m in found if m.startswith(("gavil.game", "starlette", "fastapi", "uvicorn"))]
+        assert not bad, (name, bad)
+
+
+def test_importing_the_game_package_loads_nothing():
+    """``import gavil.game`` in a fresh interpreter loads no other module of the project: the
+    package is a docstring; start-up code is ``gavil.game.launch``."""
+    code = (
+        "import sys, gavil.game; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('gavil', 'schemas', 'stages', 'flows')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['gavil', 'gavil.game']", done.stdout
+
+
+def test_nothing_outside_the_app_imports_it():
+    """Only the app itself, the CLI, flows, benchmarks and tests import ``gavil.game``: no stage, no
+    schema, no other library module (the store and the rules included)."""
+    allowed = {"gavil/cli.py"}
+    for f in sorted(
+        [*(ROOT / "gavil").rglob("*.py"), *(ROOT / "stages").rglob("*.py"), *(ROOT / "schemas").rglob("*.py")]
+    ):
+        rel = f.relative_to(ROOT).as_posix()
+        if rel.startswith("gavil/game/") or rel in allowed:
+            continue
+        bad = [m for m in _imported_modules(f) if m == "gavil.game" or m.startswith("gavil.game.")]
+        assert not bad, (rel, bad)
 
 
 def test_a_stages_params_modules_are_those_of_the_sections_it_reads():
