@@ -129,85 +129,124 @@ def swow_instances(
     concrete = {w for w, f in fate.items() if f[0]} if min_concreteness is not None else set(pool)
     pool_sorted = sorted(set(pool) & concrete)  # distractors come from concrete words only
     where = {c: i for i, c in enumerate(pool_sorted)}
-    cand = e[eligible]
-    keep = cand["response"].isin(concrete)
-    strong = cand[keep].groupby("cue", sort=False).head(max_associations)
-    assoc_of = strong.groupby("cue", sort=False)["response"].agg(list).to_dict()
-    counts_of = strong.groupby("cue", sort=False)["r123_count"].agg(list).to_dict()
-    last_rank = strong.groupby("cue", sort=False)["rank"].max().to_dict()
-    dropped_of: dict[str, list[str]] = {}
-    for cue, resp, rank in zip(cand.loc[~keep, "cue"], cand.loc[~keep, "response"], cand.loc[~keep, "rank"]):
-        full = len(assoc_of.get(cue, [])) >= max_associations
-        if not full or rank < last_rank[cue]:  # it would have been an association
-            dropped_of.setdefault(cue, []).append(f"{resp}: {fate[resp][2]}")
+    assoc_of, counts_of, dropped_of = _associations(e[eligible], concrete, fate, max_associations)
     # cast: pandas-stubs types to_dict() keys as Hashable; these are the cue column's str values
     responses_of = cast(dict[str, list[str]], e.groupby("cue", sort=False)["response"].agg(list).to_dict())
     # words that gave the cue as a response (the other SWOW direction): linked to the cue, never distractors
     cues_giving = cast(dict[str, list[str]], e.groupby("response", sort=False)["cue"].agg(list).to_dict())
     rows = []
     for cue in sorted(responses_of):
-        base = {
-            "instance_id": f"swow:{cue}",
-            "cue": cue,
-            "associations": [],
-            "candidates": [],
-            "num_associations": 0,
-            "num_candidates": 0,
-            "associations_mean_weight": None,
-            "candidates_connectivity_score": None,
-            "dropped_words": dropped_of.get(cue, []),
-        }
-        if cue in profane:
-            rows.append({**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"})
-            continue
-        assoc = assoc_of.get(cue, [])
-        if len(assoc) < 2:
-            rows.append(
-                {
-                    **base,
-                    "status": "too_few_associations",
-                    "reason": f"{len(assoc)} response(s) with an accepted image (need 2)",
-                }
-            )
-            continue
-        rng = _cue_rng(seed, cue)
-        n = int(rng.choice([5, 6]))
-        n = max(n, len(assoc) + 1)
         linked = [*responses_of[cue], *cues_giving.get(cue, []), cue]  # either SWOW direction
-        skipped = sorted({where[r] for r in linked if r in where})  # pool positions that are not distractors
-        available = len(pool_sorted) - len(skipped)
-        if available < n - len(assoc):
-            rows.append(
-                {
-                    **base,
-                    "associations": assoc,
-                    "num_associations": len(assoc),
-                    "status": "too_few_distractors",
-                    "reason": f"{available} distractors available, need {n - len(assoc)}",
-                }
-            )
-            continue
-        distractors = [
-            pool_sorted[_skip(j, skipped)] for j in rng.choice(available, size=n - len(assoc), replace=False)
-        ]
-        candidates = assoc + distractors
-        candidates = [candidates[j] for j in rng.permutation(len(candidates))]
-        counts = counts_of[cue]
         rows.append(
-            {
-                **base,
-                "status": "ok",
-                "reason": None,
-                "associations": assoc,
-                "candidates": candidates,
-                "num_associations": len(assoc),
-                "num_candidates": len(candidates),
-                "associations_mean_weight": None
-                if any(pd.isna(c) for c in counts)
-                else float(pd.Series(counts, dtype=float).mean()),
-            }
+            _cue_row(
+                cue,
+                assoc_of.get(cue, []),
+                counts_of.get(cue, []),
+                dropped_of.get(cue, []),
+                cue in profane,
+                linked,
+                pool_sorted,
+                where,
+                seed,
+            )
         )
     out = pd.DataFrame(rows, columns=list(SwowInstances.to_schema().columns))
+    _score_connectivity(out, responses_of, max_connectivity)
+    return out, _concreteness_table(fate, pool)
+
+
+def _associations(
+    cand: pd.DataFrame,
+    concrete: set[str],
+    fate: dict[str, tuple[bool, float | None, str | None]],
+    max_associations: int,
+) -> tuple[dict[str, list[str]], dict[str, list[float]], dict[str, list[str]]]:
+    """Each cue's associations from ``cand`` (its eligible edges, by cue then rank): its first
+    ``max_associations`` ``concrete`` responses. Returns cue -> associations, cue -> their R123
+    counts (NaN: unknown), and cue -> the responses skipped that would have been associations
+    (``"word: reason"``, the reason from ``fate``)."""
+    keep = cand["response"].isin(concrete)
+    strong = cand[keep].groupby("cue", sort=False).head(max_associations)
+    # casts: pandas-stubs types to_dict() keys as Hashable; these are the cue column's str values
+    assoc_of = cast(dict[str, list[str]], strong.groupby("cue", sort=False)["response"].agg(list).to_dict())
+    counts_of = cast(dict[str, list[float]], strong.groupby("cue", sort=False)["r123_count"].agg(list).to_dict())
+    last_rank = strong.groupby("cue", sort=False)["rank"].max().to_dict()
+    dropped_of: dict[str, list[str]] = {}
+    for cue, resp, rank in zip(cand.loc[~keep, "cue"], cand.loc[~keep, "response"], cand.loc[~keep, "rank"]):
+        full = len(assoc_of.get(cue, [])) >= max_associations
+        if not full or rank < last_rank[cue]:  # it would have been an association
+            dropped_of.setdefault(cue, []).append(f"{resp}: {fate[resp][2]}")
+    return assoc_of, counts_of, dropped_of
+
+
+def _cue_row(
+    cue: str,
+    assoc: list[str],
+    counts: list[float],
+    dropped: list[str],
+    is_profane: bool,
+    linked: list[str],
+    pool_sorted: list[str],
+    where: dict[str, int],
+    seed: int,
+) -> dict[str, object]:
+    """One cue's :class:`schemas.instances.SwowInstances` row: ``profane_cue``, ``too_few_associations``
+    (fewer than 2 in ``assoc``), ``too_few_distractors`` or ``ok`` with N = 5 or 6 (at least K + 1)
+    candidates: ``assoc`` and distractors from ``pool_sorted`` outside ``linked`` (``where``: a
+    word's position there), shuffled, all drawn by the cue's own RNG (:func:`_cue_rng`)."""
+    base = {
+        "instance_id": f"swow:{cue}",
+        "cue": cue,
+        "associations": [],
+        "candidates": [],
+        "num_associations": 0,
+        "num_candidates": 0,
+        "associations_mean_weight": None,
+        "candidates_connectivity_score": None,
+        "dropped_words": dropped,
+    }
+    if is_profane:
+        return {**base, "status": "profane_cue", "reason": "cue flagged by filter_profanity"}
+    if len(assoc) < 2:
+        return {
+            **base,
+            "status": "too_few_associations",
+            "reason": f"{len(assoc)} response(s) with an accepted image (need 2)",
+        }
+    rng = _cue_rng(seed, cue)
+    n = int(rng.choice([5, 6]))
+    n = max(n, len(assoc) + 1)
+    skipped = sorted({where[r] for r in linked if r in where})  # pool positions that are not distractors
+    available = len(pool_sorted) - len(skipped)
+    if available < n - len(assoc):
+        return {
+            **base,
+            "associations": assoc,
+            "num_associations": len(assoc),
+            "status": "too_few_distractors",
+            "reason": f"{available} distractors available, need {n - len(assoc)}",
+        }
+    distractors = [pool_sorted[_skip(j, skipped)] for j in rng.choice(available, size=n - len(assoc), replace=False)]
+    candidates = assoc + distractors
+    candidates = [candidates[j] for j in rng.permutation(len(candidates))]
+    return {
+        **base,
+        "status": "ok",
+        "reason": None,
+        "associations": assoc,
+        "candidates": candidates,
+        "num_associations": len(assoc),
+        "num_candidates": len(candidates),
+        "associations_mean_weight": None
+        if any(pd.isna(c) for c in counts)
+        else float(pd.Series(counts, dtype=float).mean()),
+    }
+
+
+def _score_connectivity(out: pd.DataFrame, responses_of: dict[str, list[str]], max_connectivity: int | None) -> None:
+    """Fill ``out``'s ``candidates_connectivity_score`` (float) on its ``ok`` rows, in place
+    (:func:`gavil.domain.concreteness.connectivity_scores` over ``responses_of``); with
+    ``max_connectivity`` set, those above it become ``too_ambiguous`` with the reason."""
     ok = out["status"] == "ok"
     scores = connectivity_scores(list(out.loc[ok, "candidates"]), list(out.loc[ok, "cue"]), responses_of)
     out["candidates_connectivity_score"] = out["candidates_connectivity_score"].astype(float)
@@ -219,7 +258,12 @@ def swow_instances(
             f"candidates_connectivity_score {x:g} > {max_connectivity}"
             for x in out.loc[amb, "candidates_connectivity_score"]
         ]
-    words = pd.DataFrame(
+
+
+def _concreteness_table(fate: dict[str, tuple[bool, float | None, str | None]], pool: list[str]) -> pd.DataFrame:
+    """The :class:`schemas.instances.Concreteness` rows: each judged word (``fate``: word ->
+    (concrete, rating, reason)) in judging order, its status and whether it is in ``pool``."""
+    return pd.DataFrame(
         [
             {
                 "word": w,
@@ -232,7 +276,6 @@ def swow_instances(
         ],
         columns=list(Concreteness.to_schema().columns),
     )
-    return out, words
 
 
 def _skip(j: int, skipped: list[int]) -> int:
