@@ -222,7 +222,9 @@ def _run_phase(run: _Run, phase: str, count: int, log: Callable[[str], None] | N
         run.iters.append(row)
         if log:
             log(
-                f"adversarial_filter: iteration {run.it} ({phase}, {row['member']}): held-out Jaccard {row['held_out_jaccard']:.3f} vs chance {row['chance_jaccard']:.3f}, {row['replacements']} replacements"
+                f"adversarial_filter: iteration {run.it} ({phase}, {row['member']}): "
+                f"held-out Jaccard {row['held_out_jaccard']:.3f} vs chance {row['chance_jaccard']:.3f}, "
+                f"{row['replacements']} replacements"
             )
         idle = idle + 1 if row["replacements"] == 0 else 0
         if idle >= p.patience:
