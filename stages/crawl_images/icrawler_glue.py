@@ -31,8 +31,16 @@ from stages.crawl_images.sources import bing_image_urls, greedy_image_urls
 
 
 def _crawler_classes() -> tuple[type, type, type, type]:
-    """icrawler component subclasses (imported lazily: icrawler is only needed for crawling)."""
-    from icrawler import Crawler, Downloader, Feeder, Parser
+    """icrawler component subclasses: feeder, parser, downloader, crawler (each built by its factory
+    below, which imports icrawler lazily: icrawler is only needed for crawling, and importing it
+    at the top would cost every run of the stage, offline sources included, ~0.16 s)."""
+    return _journal_feeder_class(), _search_parser_class(), _journal_downloader_class(), _fast_crawler_class()
+
+
+def _journal_feeder_class() -> type:
+    """icrawler ``Feeder`` subclass that feeds search pages to the parsers and already-known image
+    URLs straight to the downloaders."""
+    from icrawler import Feeder
 
     class JournalFeeder(Feeder):
         """Feeds search pages to the parsers and already-known image URLs straight to the downloaders."""
@@ -42,6 +50,13 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                 self.output(page)
             for url in images:
                 downloader_queue.put({"file_url": url})
+
+    return JournalFeeder
+
+
+def _search_parser_class() -> type:
+    """icrawler ``Parser`` subclass whose threads fetch the search pages through the fetcher."""
+    from icrawler import Parser
 
     class SearchParser(Parser):
         """Fetches each search page with the fetcher, keeps its top ``top_n`` image URLs (``extract``),
@@ -91,6 +106,13 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                 if not self._settled(url):
                     self.output({"file_url": url})
 
+    return SearchParser
+
+
+def _journal_downloader_class() -> type:
+    """icrawler ``Downloader`` subclass whose threads download through the fetcher."""
+    from icrawler import Downloader
+
     class JournalDownloader(Downloader):
         """Downloads through the fetcher; calls ``on_done()`` after each URL; exits only when the
         parsers are done and the queue is empty."""
@@ -115,6 +137,13 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                     self._on_done()
                     self.in_queue.task_done()
 
+    return JournalDownloader
+
+
+def _fast_crawler_class() -> type:
+    """icrawler ``Crawler`` subclass with a 20 ms completion poll."""
+    from icrawler import Crawler
+
     class FastCrawler(Crawler):
         """icrawler's Crawler with a 20 ms completion poll (its own sleeps 1 s per check)."""
 
@@ -132,7 +161,7 @@ def _crawler_classes() -> tuple[type, type, type, type]:
                     break
                 time.sleep(0.02)
 
-    return JournalFeeder, SearchParser, JournalDownloader, FastCrawler
+    return FastCrawler
 
 
 @contextmanager
