@@ -414,9 +414,12 @@ def cli_help() -> Iterator[tuple[str, str]]:
 
     from gavil.cli import app
 
-    group = typer.main.get_command(app)
-    paths = [[]] + [[name] for name in getattr(group, "commands", {})]
-    for path in paths:
+    def walk(command: Any, path: list[str]) -> Iterator[list[str]]:
+        yield path
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, [*path, name])
+
+    for path in walk(typer.main.get_command(app), []):
         out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400", "NO_COLOR": "1", "TERM": "dumb"})
         assert out.exit_code == 0, (path, out.output)
         yield " ".join(["gavil", *path, "--help"]), re.sub(r"[│╭╮╰╯─]+", " ", out.output)
