@@ -43,6 +43,13 @@ HEAVY_FIXTURES: dict[str, str] = {
     "test_ledger_guard.project": "runs `gavil stage select_instances` in a subprocess",
     "test_operations.served_project": "a mini project after `dvc repro`, and a Prefect server (`gavil server`)",
     "test_prefect.served": "the README's Prefect block: a Prefect server, `gavil serve` and flow runs",
+    "test_ledger_history.history": "runs `gavil stage select_instances` in a subprocess",
+    # models (the slow marker's "loads EasyOCR or CLIP"): seconds to load, tens of seconds to run
+    "conftest.ocr_reader": "loads EasyOCR's reader",
+    "test_ocr_int8.craft": "loads EasyOCR's CRAFT detector",
+    "test_ocr_ppocr.pp_read": "loads the PP-OCR reader",
+    "test_aflite.release_features": "loads the text model and embeds 400 release instances",
+    "test_order.minilm": "loads the MiniLM text model",
 }
 #: A slow test's timeout (s) unless it sets its own: building the sample may take many minutes on a
 #: loaded machine (build_sample's own `dvc repro` timeout, 1800 s, fires first with the run's output);

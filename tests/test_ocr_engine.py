@@ -125,6 +125,7 @@ def test_load_params_refuses_ppocr_on_cuda(tmp_path):
     assert parse_params({"ocr": {"engine": "easyocr", "device": "cuda"}}).ocr.device == "cuda"  # allowed
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_rule_in_one_line_without_a_traceback(tmp_path):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["ocr"] |= {"engine": "ppocr", "device": "cuda"}

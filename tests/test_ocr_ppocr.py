@@ -122,6 +122,7 @@ def _mixed_set(tmp_path) -> dict[str, list[str]]:
     return cands
 
 
+@pytest.mark.slow
 def test_ppocr_reads_the_same_for_1_and_2_threads_any_batch_size_and_row_order(tmp_path, pp_params):
     """Texts and confidences (rounded to gavil.models.ppocr.CONFIDENCE_DIGITS) are equal for 1 and 2
     ONNX Runtime threads; decide() gives the same table for batch sizes 1 and 4 and shuffled rows."""

@@ -415,6 +415,7 @@ def test_a_text_vector_is_a_function_of_its_text_alone(minilm):
                 assert got[w].tobytes() == base[w].tobytes(), (w, size)
 
 
+@pytest.mark.slow
 def test_an_image_vector_is_a_function_of_its_image_alone():
     from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
     from tests.helpers import IMAGES
