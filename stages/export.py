@@ -274,32 +274,18 @@ def dataset_card(
 
     Carries no build date or other wall-clock value: the card is a hashed DVC output, and the
     same inputs must give the same bytes on every machine (``dvc.lock`` stays unchanged)."""
-    by_n = ds["num_candidates"].value_counts().sort_index()
-    left_out = len(bench) - len(ds)
-    counts = selection.groupby(["dataset", "status"]).size()
-    thr = params.select.min_solver_jaccard
-    rival = params.models[params.score.model]
-    n_images = len({c for cands in ds["candidates"] for c in cands})
     _, version = dataset_version(bench["round"], params.export.patch)
-    log = "\n".join(
-        f"| {'unknown' if e['round'] is None else e['round']} | {e['published']} | {e['retired']} |"
-        for e in changelog(selection)
+    return (
+        _card_front_matter(version, configs)
+        + _card_overview(bench, ds, configs, version, params.export.copy_images)
+        + _card_provenance(selection, params)
     )
-    rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
+
+
+def _card_front_matter(version: str, configs: list[DatasetConfig]) -> str:
+    """The card's YAML front matter (license, version, ``configs`` and ``dataset_info``), through its
+    closing ``---``."""
     config_files, config_info = _configs_yaml(configs)
-    per_round = "\n".join(
-        f"| `{c['name']}` | {c['name'].removeprefix('round_')} | {c['num_examples']} | `{c['path']}` |"
-        for c in configs[1:]
-    )
-    unknown = int(ds["round"].isna().sum())
-    pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
-    fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in pairs)
-    stored = (
-        "embedded in `test.parquet` (each image file's bytes; `path` is its file name)"
-        if params.export.copy_images
-        else "not embedded (`export.copy_images: false`): `path` is the file relative to the project root, "
-        "so the images decode only when the dataset is loaded from there"
-    )
     return f"""---
 license: cc-by-4.0
 language: [en]
@@ -311,7 +297,30 @@ configs:
 dataset_info:
 {config_info}
 ---
-# WinoGAViL-style association benchmark
+"""
+
+
+def _card_overview(
+    bench: pd.DataFrame, ds: pd.DataFrame, configs: list[DatasetConfig], version: str, copy_images: bool
+) -> str:
+    """The card's title and overview: how to load it, its configs per round, what was left out and
+    instances per number of candidates (``ds``: the exported rows; ``bench``: the benchmark's)."""
+    by_n = ds["num_candidates"].value_counts().sort_index()
+    left_out = len(bench) - len(ds)
+    n_images = len({c for cands in ds["candidates"] for c in cands})
+    rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
+    per_round = "\n".join(
+        f"| `{c['name']}` | {c['name'].removeprefix('round_')} | {c['num_examples']} | `{c['path']}` |"
+        for c in configs[1:]
+    )
+    unknown = int(ds["round"].isna().sum())
+    stored = (
+        "embedded in `test.parquet` (each image file's bytes; `path` is its file name)"
+        if copy_images
+        else "not embedded (`export.copy_images: false`): `path` is the file relative to the project root, "
+        "so the images decode only when the dataset is loaded from there"
+    )
+    return f"""# WinoGAViL-style association benchmark
 
 **Version {version}** (`1.<round>.<patch>`: the highest collection round in it, round 0 being the
 released WinoGAViL data; `round` names each instance's round).
@@ -341,7 +350,22 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 |---|---|
 {rows}
 
-## How it was made
+"""
+
+
+def _card_provenance(selection: pd.DataFrame, params: Params) -> str:
+    """The card's ``How it was made`` (selection rule, rival model, instance fates by dataset and
+    status), ``Changelog`` (per collection round) and ``Licenses and attribution`` sections."""
+    counts = selection.groupby(["dataset", "status"]).size()
+    thr = params.select.min_solver_jaccard
+    rival = params.models[params.score.model]
+    log = "\n".join(
+        f"| {'unknown' if e['round'] is None else e['round']} | {e['published']} | {e['retired']} |"
+        for e in changelog(selection)
+    )
+    pairs = cast("Iterable[tuple[tuple[str, str], int]]", counts.items())  # stubs: labels are Hashable
+    fates = "\n".join(f"| {d} | {s} | {c} |" for (d, s), c in pairs)
+    return f"""## How it was made
 - Selection: instances whose mean solver Jaccard (3 solvers, `solvers_jaccard_mean`, rounded to 2
   decimals) is >= {thr}; model scores are not used to select. IDs are permanent (a ledger):
   0..n-1 on a first build; a published instance never changes (later answers, edits or a higher
