@@ -237,6 +237,25 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
             ),
         ],
     )
+    first_of = _check_strength_totals(path, layout, df, kind, scol, cue, resp)
+    edges, candidates, stats = _merge_strength(df, kind, scol, cue, resp, first_of)
+    marker = np.array([non_response_form(v) in NON_RESPONSE_FORMS for v in edges["response"]], dtype=bool)
+    stats["non_response_rows"] = int(marker.sum())
+    return Read(_by_name(edges[~marker]), candidates, stats)
+
+
+def _check_strength_totals(
+    path: Path, layout: Layout, df: pd.DataFrame, kind: str, scol: str, cue: Names, resp: Names
+) -> np.ndarray:
+    """The strength file's checks across rows (see :func:`read_swow_strength`): no (cue, response)
+    twice, one N per cue, a cue's counts sum to at most N. ``kind``/``scol``: the count and strength
+    columns; ``cue``/``resp``: the rows' names.
+
+    Returns: (input cues,) int: the first row of each input cue, by its raw code.
+
+    Raises:
+        SwowFormatError: at the first offending row, naming the other line where there is one."""
+    c, n, s = df[kind], df["N"], df[scol]
     pair = cue.raw_codes.astype(np.int64) * (resp.n_raw + 1) + resp.raw_codes
     dup = pd.Series(pair).duplicated().to_numpy()
     if dup.any():
@@ -262,10 +281,7 @@ def read_swow_strength(path: str | Path, fmt: str, lowercase: bool = True) -> Re
             f"(strengths sum to {ssum:.4g} > 1)"
         )
         raise fail_at(path, layout, i, kind, problem)
-    edges, candidates, stats = _merge_strength(df, kind, scol, cue, resp, first_of)
-    marker = np.array([non_response_form(v) in NON_RESPONSE_FORMS for v in edges["response"]], dtype=bool)
-    stats["non_response_rows"] = int(marker.sum())
-    return Read(_by_name(edges[~marker]), candidates, stats)
+    return first_of
 
 
 def _merge_strength(
