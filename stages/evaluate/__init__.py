@@ -47,7 +47,7 @@ from gavil.progress import step
 from schemas.evaluate import ALL_ROUNDS, EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
 from stages.evaluate import paired, paper, rivals, spread
-from stages.evaluate.published import rerank
+from stages.evaluate.published import TieBreak, rerank
 
 if TYPE_CHECKING:
     from gavil.params import Params
@@ -381,34 +381,10 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     for r in results:
         cache.add_rows(r["rows"])
         loaded |= r["models"]
-    frames, status, shas = [], {}, {}
     rand = np.array(
         [random_expected_jaccard(len(c), len(a)) for c, a in zip(inst["candidates"], inst["associations"])], dtype=float
     )
-    for spec in specs:
-        model, reason = spread.stand_in(spec, loaded[spec.name])
-        step(f"scoring {len(inst)} instances with {spec.name}")
-        scored = rerank(score_instances(inst, model, images, cache, reason or ""), params.paper.tie_break)
-        status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
-        shas[spec.name] = model.weights_sha256 if model else None
-        frames.append(
-            pd.DataFrame(
-                {
-                    "model_name": spec.name,
-                    "weights_id": model.weights_id if model else str(spec.pretrained),
-                    "dataset": inst["dataset"].to_numpy(),
-                    "instance_id": inst["instance_id"].to_numpy(),
-                    "num_candidates": inst["num_candidates"].to_numpy(),
-                    "status": scored["status"].to_numpy(),
-                    "reason": scored["reason"].to_numpy(),
-                    "predictions": scored["predictions"].to_numpy(),
-                    "similarities": scored["similarities"].to_numpy(),
-                    "jaccard": scored["jaccard"].to_numpy(),
-                    "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
-                    "random_jaccard": rand,
-                }
-            )
-        )
+    frames, status, shas = _score_models(specs, loaded, inst, images, cache, rand, params.paper.tie_break)
     release_dir = Path(p.release_predictions_dir) if p.release_predictions_dir else None  # "": no release
     release = release_predictions(release_dir)
     step("Table 7 text models")
@@ -435,28 +411,9 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
         )
     step("plots")
     plots(overall, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
-
-    groups = overall[overall["breakdown"] == "group"]
-
-    def cell(model: str, dataset: str, grp: str) -> float | None:
-        r = groups[(groups["model_name"] == model) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
-        return (
-            None
-            if r.empty or pd.isna(r["mean_jaccard_percent"].iloc[0])
-            else round(float(r["mean_jaccard_percent"].iloc[0]), 2)
-        )
-
-    release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
     status |= text_meta["status"]
     shas |= text_meta["sha256"]
-    models = {
-        m: {
-            "status": status.get(m, "ok"),
-            "weights_sha256": shas.get(m),  # of the weights file the model loaded (None: none / release)
-            **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS},
-        }
-        for m in [*status, RELEASE_MODEL]
-    }
+    models, release_check = _model_cells(overall, status, shas)
     metrics: Metrics = {
         "instances": len(inst),
         "dataset_version": version,
@@ -472,3 +429,72 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     }
     print(f"evaluate: embeddings reused {cache.hits}, computed {cache.computed}", file=sys.stderr)
     return metrics
+
+
+def _score_models(
+    specs: list[ModelSpec],
+    loaded: dict[str, spread.ModelInfo],
+    inst: pd.DataFrame,
+    images: dict[str, tuple[str, str]],
+    cache: Cache,
+    rand: np.ndarray,
+    tie_break: TieBreak,
+) -> tuple[list[pd.DataFrame], dict[str, str], dict[str, str | None]]:
+    """Score ``inst`` (the benchmark instances) with each model of ``specs`` from the embeddings in
+    ``cache`` (``loaded``: what the partitions learned of each model; ``rand``: each instance's
+    random-chance Jaccard, a fraction). Returns (an :class:`schemas.evaluate.EvalPredictions` frame
+    per model, model -> ``ok`` / ``untrained`` / ``no_weights``, model -> its weights' sha256)."""
+    frames, status, shas = [], {}, {}
+    for spec in specs:
+        model, reason = spread.stand_in(spec, loaded[spec.name])
+        step(f"scoring {len(inst)} instances with {spec.name}")
+        scored = rerank(score_instances(inst, model, images, cache, reason or ""), tie_break)
+        status[spec.name] = "no_weights" if model is None else ("untrained" if model.untrained else "ok")
+        shas[spec.name] = model.weights_sha256 if model else None
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model_name": spec.name,
+                    "weights_id": model.weights_id if model else str(spec.pretrained),
+                    "dataset": inst["dataset"].to_numpy(),
+                    "instance_id": inst["instance_id"].to_numpy(),
+                    "num_candidates": inst["num_candidates"].to_numpy(),
+                    "status": scored["status"].to_numpy(),
+                    "reason": scored["reason"].to_numpy(),
+                    "predictions": scored["predictions"].to_numpy(),
+                    "similarities": scored["similarities"].to_numpy(),
+                    "jaccard": scored["jaccard"].to_numpy(),
+                    "score_fool_the_ai": scored["score_fool_the_ai"].to_numpy(),
+                    "random_jaccard": rand,
+                }
+            )
+        )
+    return frames, status, shas
+
+
+def _model_cells(
+    overall: pd.DataFrame, status: dict[str, str], shas: dict[str, str | None]
+) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Each model's metrics (``status``, ``weights_sha256`` and its Table 4 cells: mean Jaccard
+    percent, 2 decimals, None when not scored) from ``overall`` (the all-rounds evaluation rows),
+    and the release check: the release model's cells, 1 decimal (NaN when absent)."""
+    groups = overall[overall["breakdown"] == "group"]
+
+    def cell(model: str, dataset: str, grp: str) -> float | None:
+        r = groups[(groups["model_name"] == model) & (groups["dataset"] == dataset) & (groups["cell"] == grp)]
+        return (
+            None
+            if r.empty or pd.isna(r["mean_jaccard_percent"].iloc[0])
+            else round(float(r["mean_jaccard_percent"].iloc[0]), 2)
+        )
+
+    release_check = {f"{d} {g}": round(cell(RELEASE_MODEL, d, g) or float("nan"), 1) for d, g in TABLE4_COLUMNS}
+    models = {
+        m: {
+            "status": status.get(m, "ok"),
+            "weights_sha256": shas.get(m),  # of the weights file the model loaded (None: none / release)
+            **{f"{d} {g}": cell(m, d, g) for d, g in TABLE4_COLUMNS},
+        }
+        for m in [*status, RELEASE_MODEL]
+    }
+    return models, release_check
