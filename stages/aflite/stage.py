@@ -16,7 +16,7 @@ from gavil.models.batched_logistic import gram
 from gavil.models.embeddings import Cache
 from gavil.models.features import Layout, cue_key, embed, pair_features
 from gavil.models.keyed import id_hashes
-from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
+from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.params.adversarial import resolve_size
 from gavil.pipeline import catalog
 from gavil.progress import heartbeat
@@ -105,21 +105,7 @@ def run(params: Params) -> Metrics:
     cache = Cache([catalog.path(n) for n in catalog.EMBEDDING_CACHES], catalog.path("aflite_embeddings", "write"))
     m = resolve_size(p.train_size, len(sel))
     k = resolve_size(p.cutoff, len(sel))
-    metrics: Metrics = {
-        "status": "ok",
-        "instances": len(sel),
-        "m": m,
-        "k": k,
-        "phases": 0,
-        "flagged": 0,
-        "by_dataset": {},
-        "by_batch": {},
-        "kl": {},
-        "probes": {},
-        "plant": None,
-        "debiased_written": p.write_debiased,
-        "weights_sha256": None,
-    }
+    metrics = _initial_metrics(len(sel), m, k, p.write_debiased)
     phases: list[dict[str, Any]] = []
     opt = RuntimeOptions.of(entry)
     try:
@@ -132,41 +118,7 @@ def run(params: Params) -> Metrics:
         metrics["status"] = "no_weights"
         model = None
     if model is not None and len(sel):
-        concepts = sorted({c for cs in sel["candidates"] for c in cs})
-        with heartbeat(f"aflite: embedding {len(concepts)} concepts and the cues", file=sys.stderr):
-            cue_vecs, cand_vecs = embed(model, list(sel["cue"]), concepts, cache, images)
-        cache.save()
-        lay = Layout.build(list(sel["candidates"]), list(sel["associations"]))
-        ids = sel["instance_uid"].to_numpy().astype(str)
-        planted = plant_mask(ids, p.plant.fraction, p.plant.seed)
-        x = _features(sel, cue_vecs, cand_vecs, "full", lay, planted, p)
-        sets = [set(cs) for cs in sel["candidates"]]
-        with threadpool_limits(opt.threads):
-            x_gram = gram(x)
-        res = aflite(x, lay, ids, sets, p, opt.threads, x_gram)
-        phases = res.phases
-        flagged = res.phase > 0
-        idx = np.flatnonzero(chosen)
-        out.loc[idx, "score"] = res.score
-        out.loc[idx, "phase"] = pd.array(np.where(flagged, res.phase, 0), dtype="Int64").astype("Int64")
-        out.loc[idx[~flagged], "phase"] = pd.NA
-        out.loc[idx, "planted"] = planted
-        out.loc[idx, "status"] = np.where(flagged, "flagged", "kept")
-        out.loc[idx, "reason"] = [
-            f"phase {ph}: score {s:.2f} >= tau {p.tau}"
-            if f
-            else ("never held out" if np.isnan(s) else f"score {s:.2f}")
-            for f, ph, s in zip(flagged, res.phase, res.score)
-        ]
-        metrics["phases"], metrics["flagged"] = len(phases), int(flagged.sum())
-        print("aflite: KL assessment (before, after AfLite, after a random reduction)", file=sys.stderr)
-        with threadpool_limits(opt.threads):
-            metrics["kl"] = kl_assessment(x, lay, ids, ~flagged, p.kl_bins, p.seed, x_gram)
-        metrics["probes"] = _probes(
-            sel, cue_vecs, cand_vecs, lay, m, p, sets, model.spec.kind, res, opt.threads, planted
-        )
-        if p.plant.fraction > 0:
-            metrics["plant"] = plant_report(out[chosen], p.plant)
+        phases = _assess(sel, model, images, cache, chosen, out, metrics, m, p, opt.threads)
     assessed = out[chosen]
     metrics["by_dataset"] = group_counts(assessed, "dataset")
     metrics["by_batch"] = group_counts(assessed, "batch")
@@ -176,6 +128,76 @@ def run(params: Params) -> Metrics:
     write_csv(pd.DataFrame(phases, columns=cols)[["phase", "flagged"]], catalog.path("plot_aflite", "write"))
     _write_debiased(selection, out, p.write_debiased)
     return metrics
+
+
+def _initial_metrics(instances: int, m: int, k: int, debiased_written: bool) -> Metrics:
+    """The metrics before anything is assessed: status ``ok``, ``instances`` selected to assess,
+    the train size ``m`` and cutoff ``k`` (instances), no phase, no flag, empty reports."""
+    return {
+        "status": "ok",
+        "instances": instances,
+        "m": m,
+        "k": k,
+        "phases": 0,
+        "flagged": 0,
+        "by_dataset": {},
+        "by_batch": {},
+        "kl": {},
+        "probes": {},
+        "plant": None,
+        "debiased_written": debiased_written,
+        "weights_sha256": None,
+    }
+
+
+def _assess(
+    sel: pd.DataFrame,
+    model: LoadedModel,
+    images: dict[str, tuple[str, str]] | None,
+    cache: Cache,
+    chosen: np.ndarray,
+    out: pd.DataFrame,
+    metrics: Metrics,
+    m: int,
+    p: AfliteParams,
+    threads: int,
+) -> list[dict[str, Any]]:
+    """Embed ``sel`` (the assessed instances, in id order) with ``model``, run AfLite on their
+    pair features and record each one's score, phase, planted flag, status and reason in
+    ``out``'s ``chosen`` rows (a bool mask over ``out``); ``metrics`` gets the phases, flags,
+    KL assessment, probes and plant audit, in place. Returns the phase rows (``aflite_phases``)."""
+    concepts = sorted({c for cs in sel["candidates"] for c in cs})
+    with heartbeat(f"aflite: embedding {len(concepts)} concepts and the cues", file=sys.stderr):
+        cue_vecs, cand_vecs = embed(model, list(sel["cue"]), concepts, cache, images)
+    cache.save()
+    lay = Layout.build(list(sel["candidates"]), list(sel["associations"]))
+    ids = sel["instance_uid"].to_numpy().astype(str)
+    planted = plant_mask(ids, p.plant.fraction, p.plant.seed)
+    x = _features(sel, cue_vecs, cand_vecs, "full", lay, planted, p)
+    sets = [set(cs) for cs in sel["candidates"]]
+    with threadpool_limits(threads):
+        x_gram = gram(x)
+    res = aflite(x, lay, ids, sets, p, threads, x_gram)
+    phases = res.phases
+    flagged = res.phase > 0
+    idx = np.flatnonzero(chosen)
+    out.loc[idx, "score"] = res.score
+    out.loc[idx, "phase"] = pd.array(np.where(flagged, res.phase, 0), dtype="Int64").astype("Int64")
+    out.loc[idx[~flagged], "phase"] = pd.NA
+    out.loc[idx, "planted"] = planted
+    out.loc[idx, "status"] = np.where(flagged, "flagged", "kept")
+    out.loc[idx, "reason"] = [
+        f"phase {ph}: score {s:.2f} >= tau {p.tau}" if f else ("never held out" if np.isnan(s) else f"score {s:.2f}")
+        for f, ph, s in zip(flagged, res.phase, res.score)
+    ]
+    metrics["phases"], metrics["flagged"] = len(phases), int(flagged.sum())
+    print("aflite: KL assessment (before, after AfLite, after a random reduction)", file=sys.stderr)
+    with threadpool_limits(threads):
+        metrics["kl"] = kl_assessment(x, lay, ids, ~flagged, p.kl_bins, p.seed, x_gram)
+    metrics["probes"] = _probes(sel, cue_vecs, cand_vecs, lay, m, p, sets, model.spec.kind, res, threads, planted)
+    if p.plant.fraction > 0:
+        metrics["plant"] = plant_report(out[chosen], p.plant)
+    return phases
 
 
 def _probes(
