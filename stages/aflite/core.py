@@ -194,14 +194,7 @@ def aflite(
     order = np.argsort(ids, kind="stable")
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
-    # pair rows in id order too, so every sum (the GEMMs included) runs in the same order
-    rows = lay.rows[order]
-    flat = rows[rows >= 0]
-    if not np.array_equal(flat, np.arange(len(x))):
-        x, x_gram = x[flat], None
-        rows = np.full_like(rows, -1)
-        rows[lay.rows[order] >= 0] = np.arange(len(flat))
-    lay_s = Layout(rows, lay.label[order], lay.k[order])
+    x, x_gram, lay_s = _in_id_order(x, x_gram, lay, order)
     conc_s = [concepts[i] for i in order]
     h = id_hashes(ids[order])
     n = len(ids)
@@ -243,6 +236,21 @@ def aflite(
         if len(top) < k:
             break
     return Result(score[inv], phase_of[inv], phases, first[inv])
+
+
+def _in_id_order(
+    x: np.ndarray, x_gram: np.ndarray | None, lay: Layout, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, Layout]:
+    """``lay``'s instances in ``order`` (positions sorting them by id) with ``x``'s pair rows in
+    that order too, so every sum (the GEMMs included) runs in the same order. Returns (``x``, or
+    its rows reordered; ``x_gram``, or None when the rows moved; the reordered :class:`Layout`)."""
+    rows = lay.rows[order]
+    flat = rows[rows >= 0]
+    if not np.array_equal(flat, np.arange(len(x))):
+        x, x_gram = x[flat], None
+        rows = np.full_like(rows, -1)
+        rows[lay.rows[order] >= 0] = np.arange(len(flat))
+    return x, x_gram, Layout(rows, lay.label[order], lay.k[order])
 
 
 def kl_assessment(
