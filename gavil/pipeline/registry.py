@@ -145,7 +145,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "select_instances",
-        reads=("instances", "solves", "flags", "gold_checks"),
+        reads=("instances", "solves", "flags", "gold_checks", "ocr"),
         writes=(
             "selection",
             "id_ledger",

@@ -31,7 +31,8 @@ score and mean fool-the-AI; solvers' answers and mean Jaccard.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
@@ -59,6 +60,7 @@ from stages.select_instances.ledger import (
     update_ledger,
 )
 from stages.select_instances.report import annotator_stats, distributions, table1, table1_markdown
+from stages.select_instances.showable import UNSHOWABLE, hold_unshowable, image_fates
 
 if TYPE_CHECKING:
     from gavil.params import Params
@@ -104,6 +106,7 @@ def select(
     ledger: pd.DataFrame | None = None,
     retired: Iterable[tuple[str, int, str]] = (),
     flags: pd.DataFrame | None = None,
+    images: Mapping[str, str | None] | None = None,
 ) -> pd.DataFrame:
     """Score and select instances (pure; independent of the row order of every input).
 
@@ -122,6 +125,9 @@ def select(
         flags: :class:`schemas.annotations.Flags` (None: no flag). An instance with an open flag
             or retired by review is held (:mod:`stages.select_instances.flags`): ``withheld``
             when unpublished, ``retired`` (its ID kept) when published; a kept one as usual.
+        images: concept -> None (an accepted image) or why not (:func:`image_fates` of the
+            ``ocr`` table); None checks nothing. An unpublished instance not from the release with
+            a candidate that cannot be shown is ``withheld`` (:mod:`stages.select_instances.showable`).
 
     Returns:
         :class:`schemas.selection.Selection`: one row per imported instance (canonical order,
@@ -154,6 +160,7 @@ def select(
         else r
         for r in rows
     ]
+    rows = [hold_unshowable(r, images) if r["instance_uid"] not in published else r for r in rows]
     dups = mark_duplicates(rows, [r for r in led.values() if not is_null(r["ID"])])
     return _selection_frame(rows, dups, led, ledger, instances)
 
@@ -383,11 +390,24 @@ def run(params: Params) -> Metrics:
     solves = catalog.read_table("solves")
     retired = [(e.dataset, e.ID, e.reason) for e in p.retired]
     flags = catalog.read_table("flags")
-    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired, flags)
+    # the ocr table exists in every `dvc repro` (ocr_filter runs first); a hand-built project without
+    # one (tests, a stage run out of order) is told that the showable check did not run
+    images = image_fates(catalog.read_table("ocr")) if catalog.exists("ocr") else None
+    if images is None:
+        print("select_instances: no ocr table: candidates were not checked for accepted images", file=sys.stderr)
+    sel = select(catalog.read_table("instances"), solves, thr, p.min_solvers, ledger, retired, flags, images)
     catalog.write_table(sel, "selection")
     new_ledger = catalog.write_table(update_ledger(sel, ledger), "id_ledger")
     write_csv(published_ids(new_ledger), published_path)
     catalog.write_table(annotator_stats(sel, solves, catalog.read_table("gold_checks")), "annotator_stats")
+    unshowable = int(sel["reason"].fillna("").str.startswith(UNSHOWABLE).sum())
+    if unshowable:
+        print(
+            f"select_instances: {unshowable} instance(s) withheld: a candidate has no accepted image "
+            "(`gavil query \"select cue, reason from selection where reason like 'unshowable%'\"`)",
+            file=sys.stderr,
+            flush=True,
+        )
     t1 = catalog.write_table(table1(sel, thr), "table1")
     with atomic_path(catalog.path("table1_md", "write"), ".md") as tmp:
         tmp.write_text(table1_markdown(t1))
