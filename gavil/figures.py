@@ -41,6 +41,17 @@ def _svg(fig: Any) -> str:
     return buf.getvalue()
 
 
+def draw_rc() -> Any:
+    """The matplotlib settings of every committed picture (text kept as text, a fixed hash salt,
+    one font), for ``plt.rc_context``."""
+    return cast(Any, _SVG_RC)
+
+
+def svg_text(fig: Any) -> str:
+    """``fig`` as SVG text with no date nor creator (the same bytes on every machine); closes it."""
+    return _svg(fig)
+
+
 def pipeline_layout(stages: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
     """Stage -> (x, y) in a layered drawing of the DAG: layer = longest path from a stage with no
     input (so every arrow points down), stages of a layer ordered by the mean position of their
@@ -248,5 +259,12 @@ def leaderboard_svg(evaluation: pd.DataFrame, dataset: str = "game") -> str:
 
 #: Committed pictures: path under the project root -> its generator (``gavil docs --write`` / ``--check``).
 def pictures(root: Path) -> dict[str, Callable[[], str]]:
-    """``docs/pipeline.svg`` and ``docs/instance.svg`` -> a function returning the SVG text."""
-    return {"docs/pipeline.svg": pipeline_svg, "docs/instance.svg": lambda: instance_svg(root)}
+    """``docs/pipeline.svg``, ``docs/instance.svg`` and ``docs/rooms.svg`` (:func:`gavil.rooms.rooms_svg`)
+    -> a function returning the SVG text."""
+    from gavil.rooms import rooms_svg
+
+    return {
+        "docs/pipeline.svg": pipeline_svg,
+        "docs/instance.svg": lambda: instance_svg(root),
+        "docs/rooms.svg": rooms_svg,
+    }

@@ -560,3 +560,29 @@ def test_a_key_moved_into_the_models_section_says_where_it_went(key):
     section, name = key.split(".")
     with pytest.raises(ParamsError, match=rf"{key} moved into the models: section: set models\[{section}\.model"):
         parse_params({section: {name: "x"}})
+
+
+# --------------------------------------------------------------------------------------------- rooms
+def test_every_import_arrow_between_rooms_is_declared_and_every_declared_arrow_is_used():
+    """gavil/rooms.py declares the rooms and the arrows between them (drawn as docs/rooms.svg); the
+    code's real imports must make exactly those arrows: a new arrow is declared (and drawn) or removed."""
+    from gavil.rooms import ARROWS, ROOMS, import_arrows
+
+    real = import_arrows(ROOT)
+    undeclared = {a: ex for a, ex in real.items() if a not in ARROWS}
+    assert not undeclared, f"import arrows not declared in gavil/rooms.py ARROWS: {undeclared}"
+    stale = sorted(ARROWS - set(real))
+    assert not stale, f"declared arrows no import makes any more (remove them from ARROWS): {stale}"
+    assert {r for a in ARROWS for r in a} <= set(ROOMS)
+    order = list(ROOMS)
+    assert all(order.index(a) < order.index(b) for a, b in ARROWS), "ROOMS lists an importer after what it imports"
+
+
+def test_the_rooms_check_sees_an_undeclared_arrow(tmp_path):
+    """The check above can fail: a store module that imports the web app is an undeclared arrow."""
+    from gavil.rooms import ARROWS, import_arrows
+
+    (tmp_path / "gavil" / "gamestore").mkdir(parents=True)
+    (tmp_path / "gavil" / "gamestore" / "bad.py").write_text("from gavil.game.web import create_app\n")
+    real = import_arrows(tmp_path)
+    assert ("gavil.gamestore", "gavil.game") in real and ("gavil.gamestore", "gavil.game") not in ARROWS
