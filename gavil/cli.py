@@ -234,6 +234,30 @@ def release(
         typer.echo(line)
 
 
+@app.command()
+def review(
+    host: Annotated[str | None, typer.Option(help="default: review.host (127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="default: review.port")] = None,
+    params: str = "params.yaml",
+) -> None:
+    """Serve the image review page: accept or reject (with a reason) each image the OCR let through;
+    decisions are appended to review.decisions_path, applied by the next `dvc repro` (docs/review.md)."""
+    import uvicorn
+
+    from gavil.params import load_params
+    from gavil.review.web import create_app, queue, review_items
+
+    p = load_params(params)
+    root = Path(params).parent
+    items = review_items(root)
+    decisions = root / p.review.decisions_path
+    q = queue(items, decisions)  # a broken decisions file stops here, in one line
+    bind, at = host or p.review.host, p.review.port if port is None else port
+    typer.echo(f"review: {q['left']} image(s) wait, {q['reviewed']} reviewed; decisions go to {decisions}", err=True)
+    typer.echo(f"review: open http://{bind}:{at}/", err=True)
+    uvicorn.run(create_app(items, decisions), host=bind, port=at, log_level="warning", proxy_headers=False)
+
+
 game_app = typer.Typer(help="The collection game (docs/game.md).", invoke_without_command=True)
 app.add_typer(game_app, name="game")
 

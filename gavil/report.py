@@ -91,6 +91,14 @@ def gallery(selection: pd.DataFrame, images: dict[str, str], n: int = 6) -> str:
     return "\n".join(out)
 
 
+def _review_section(ocr: pd.DataFrame) -> str:
+    """How many images wait for a reviewer (``review_pending``) and which were rejected, with the reason."""
+    waiting = int((ocr.status == "review_pending").sum())
+    rejected = ocr[ocr.status == "review_rejected"][["concept", "reason"]]
+    head = f"<p>{waiting} image(s) wait for a review (<code>gavil review</code>); {len(rejected)} rejected by a reviewer.</p>"
+    return head + (_table(rejected) if len(rejected) else "")
+
+
 def build_report(root: str | Path = ".") -> str:
     """The report's HTML, from the tables under ``root/data`` (run ``dvc repro`` first)."""
     root = Path(root)
@@ -117,6 +125,8 @@ def build_report(root: str | Path = ".") -> str:
         _table(ocr_fates),
         "<h3>Rejected because the image shows its word</h3>",
         _table(rejected) if len(rejected) else "<p>None.</p>",
+        "<h3>Image review (docs/review.md)</h3>",
+        _review_section(ocr),
         "<h2>Instances (Table 1 layout)</h2>",
         _table(table1.drop(columns="min_solver_jaccard")),
     ]

@@ -6,7 +6,9 @@ from pandera.typing import Series
 
 from schemas import MODEL_DECIMALS, PERCENT_DECIMALS, StrictModel, rounded
 
-STATUSES = ["accepted", "rejected_text", "no_image"]
+#: ``review_pending`` / ``review_rejected``: the OCR accepted the image, but no reviewer accepted it
+#: yet / a reviewer rejected it (``gavil review``, docs/review.md); neither has an image downstream.
+STATUSES = ["accepted", "rejected_text", "no_image", "review_pending", "review_rejected"]
 
 
 class Ocr(StrictModel):
@@ -54,6 +56,8 @@ def accepted_images(ocr: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """concept -> (sha256, path) of each concept's accepted image, from an :class:`Ocr` table.
 
     The one reading of the OCR contract that the scoring, evaluation and export stages share:
-    a concept has an image exactly when its row is ``accepted``."""
+    a concept has an image exactly when its row is ``accepted`` (the OCR passed it and, where
+    ``review.required``, a reviewer accepted it; ``review_pending`` and ``review_rejected`` rows
+    have none)."""
     ok = ocr[ocr["status"] == "accepted"]
     return {c: (s, p) for c, s, p in zip(ok["concept"], ok["sha256"], ok["path"])}

@@ -46,6 +46,15 @@ reads new images. Work is split into partitions of
 Every concept keeps a row: ``accepted`` (with the winning candidate's rank and any earlier
 candidates' rejections as the reason), ``rejected_text`` (every kept candidate showed the word:
 each matching token and score), or ``no_image`` (its crawl status as the reason).
+
+The person's check (WinoGAViL §3.1: "we also manually filter and verify that there are no
+inappropriate images"; docs/review.md): the image the OCR accepted is then looked up by sha256 in
+the reviewers' decisions file (``review.decisions_path``, :mod:`gavil.review.decisions`, written by
+``gavil review``). A rejected image's row becomes ``review_rejected`` (the reviewer's reason, who and
+when); with ``review.required`` an image nobody accepted yet becomes ``review_pending``. Only
+``accepted`` rows have an image downstream (:func:`schemas.ocr.accepted_images`), so nothing a
+person has not accepted reaches a candidate set, the game or the export. A rejected image does not
+fall through to the next candidate (that candidate would need a review of its own).
 """
 
 from __future__ import annotations
@@ -65,6 +74,8 @@ from gavil.models.ocr_engine import BatchReader, Detection, ImageLoader, engine_
 from gavil.pipeline import catalog
 from gavil.pipeline.parallel import partition
 from gavil.progress import progress
+from gavil.review.decisions import Decision as ReviewDecision
+from gavil.review.decisions import latest, read_decisions
 from schemas.ocr import Ocr, OcrCache
 
 if TYPE_CHECKING:
@@ -387,8 +398,9 @@ def reduce(params: Params, results: list[NewDetections]) -> Metrics:
         for s, dets in r.items():
             new += (s, canvas) not in cache
             cache[(s, canvas)] = [(str(t), float(c)) for t, c in dets]
-    images = catalog.read_table("images")
-    df = decide(images, catalog.read_table("candidates"), _rule(p), canvas, cache, read=None)
+    images, candidates = catalog.read_table("images"), catalog.read_table("candidates")
+    df = decide(images, candidates, _rule(p), canvas, cache, read=None)
+    df = review(params, df, candidates)
     catalog.write_table(df, "ocr")
     if new:
         save_cache(_cache_path(), label, cache, old)
@@ -404,6 +416,56 @@ def reduce(params: Params, results: list[NewDetections]) -> Metrics:
         "fell_through": int(((df["status"] == "accepted") & (df["rank"] > 1)).sum()),
         "by_status": cast(dict[str, int], df["status"].value_counts().sort_index().to_dict()),  # str labels
     }
+
+
+REVIEW_PENDING_REASON = "no reviewer has accepted this image yet: run `gavil review` (docs/review.md)"
+
+
+def apply_review(ocr: pd.DataFrame, decided: dict[str, ReviewDecision], required: bool) -> pd.DataFrame:
+    """``ocr`` (:class:`schemas.ocr.Ocr` rows) with the reviewers' decisions applied (pure).
+
+    Args:
+        decided: sha256 -> the decision in force (:func:`gavil.review.decisions.latest`).
+        required: an ``accepted`` row whose image has no accepting decision becomes
+            ``review_pending``; False: only rejections apply.
+
+    Returns a copy: an ``accepted`` row whose image was rejected becomes ``review_rejected`` with
+    ``review: <reason> (<who>, <when>)`` before any earlier reason; every other row is unchanged."""
+    out = ocr.copy()
+    for i in out.index[out["status"] == "accepted"]:
+        d = decided.get(str(out.at[i, "sha256"]))
+        if d is not None and d.decision == "reject":
+            status, why = "review_rejected", f"review: {d.reason} ({d.who}, {d.when})"
+        elif d is None and required:
+            status, why = "review_pending", REVIEW_PENDING_REASON
+        else:
+            continue
+        before = out.at[i, "reason"]
+        out.at[i, "status"] = status
+        out.at[i, "reason"] = f"{why}; {before}" if isinstance(before, str) else why
+    return out
+
+
+def review(params: Params, ocr: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
+    """:func:`apply_review` with the decisions file of ``review.decisions_path`` (checked against
+    the images of this project: the image store and the crawl's candidates); prints how many
+    images wait for a review and how many were rejected.
+
+    Raises:
+        gavil.review.decisions.DecisionsError: the decisions file is broken (one line: file, row, column).
+    """
+    store = catalog.path("image_store")
+    known = {f.stem for f in store.glob("*/*")} if store.is_dir() else set()
+    known |= set(candidates["sha256"].dropna())
+    decisions = read_decisions(params.review.decisions_path, known)
+    out = apply_review(ocr, latest(decisions), params.review.required)
+    waiting, rejected = int((out["status"] == "review_pending").sum()), int((out["status"] == "review_rejected").sum())
+    print(
+        f"ocr_filter: review: {waiting} image(s) wait for a review, {rejected} rejected by a reviewer"
+        f" ({len(decisions)} decision(s) in {params.review.decisions_path})",
+        file=sys.stderr,
+    )
+    return out
 
 
 def run(params: Params) -> Metrics:

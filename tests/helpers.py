@@ -98,6 +98,12 @@ def mini_project(dest: Path, images: list[str]) -> Path:
     for name in images:
         src = next(IMAGES.glob(f"{name}.*"))
         shutil.copy(src, dest / "data/sample/images" / src.name)
+    # the sample's review decisions for these images (a row for an image the project lacks is refused)
+    header, *rows = (ROOT / "data/review/decisions.csv").read_text().splitlines(keepends=True)
+    (dest / "data/review").mkdir(parents=True)
+    (dest / "data/review/decisions.csv").write_text(
+        header + "".join(r for r in rows if r.rsplit(",", 1)[1].strip() in images)
+    )
     return dest
 
 

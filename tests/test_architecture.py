@@ -518,7 +518,7 @@ def test_a_stages_params_modules_are_those_of_the_sections_it_reads():
         own = {SECTIONS[sec].__module__.replace(".", "/") + ".py" for sec in s.sections}
         assert modules == {"gavil/params/__init__.py", "gavil/params/base.py"} | own, s.name
     by_name = {s.name: s for s in STAGES}
-    assert by_name["ocr_filter"].sections == ["ocr"] and by_name["aflite"].sections == ["aflite", "models"]
+    assert by_name["ocr_filter"].sections == ["ocr", "review"] and by_name["aflite"].sections == ["aflite", "models"]
 
 
 def test_a_models_entry_is_a_param_of_exactly_the_stages_whose_sections_name_it():

@@ -53,6 +53,7 @@ from gavil.params.paper import PaperParams
 from gavil.params.parallel import ParallelParams
 from gavil.params.prefect import PrefectParams
 from gavil.params.profanity import ProfanityParams
+from gavil.params.review import ReviewParams
 from gavil.params.score import ScoreParams
 from gavil.params.select import SelectParams
 
@@ -67,6 +68,7 @@ class Params(Section):
     profanity: ProfanityParams = ProfanityParams()
     crawl: CrawlParams = CrawlParams()
     ocr: OcrParams = OcrParams()
+    review: ReviewParams = ReviewParams()
     instances: InstancesParams = InstancesParams()
     models: ModelsParams = ModelsParams()
     score: ScoreParams = ScoreParams()

@@ -106,7 +106,8 @@ STAGES: tuple[StageSpec, ...] = (
         "ocr_filter",
         reads=("candidates", "images", "image_store"),
         writes=("ocr", "ocr_detections", "plot_ocr_fates"),
-        params=("ocr",),
+        params=("ocr", "review"),
+        external=("${review.decisions_path}",),  # the reviewers' decisions (docs/review.md)
         partitioned=True,
     ),
     StageSpec(

@@ -1,0 +1,168 @@
+"""The image review page (``gavil review``; docs/review.md): a Starlette app served by uvicorn on
+127.0.0.1 that shows every image the OCR let through (the ``ocr`` table's ``accepted``,
+``review_pending`` and ``review_rejected`` rows) as a grid of thumbnails with its concept, and
+appends each reviewer's accept / reject / undo to the decisions file
+(:mod:`gavil.review.decisions`).
+
+Several reviewers share one queue: each names themself on the page, every request reads the
+decisions file afresh, and every decision is appended under a lock, so two people (two tabs, or
+two servers on one file) never overwrite each other; the last decision for an image is the one in
+force. The pipeline applies the file when ``ocr_filter`` runs next (``dvc repro``).
+
+Routes: ``/`` the page, ``/static/review.{js,css}``, ``/img/{sha256}`` an image, ``GET /api/queue``
+every image with its state, ``POST /api/decide`` ``{"who", "decision", "reason", "sha256"}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from gavil.pipeline import catalog
+from gavil.review.decisions import REASONS, Decision, DecisionsError, append_decision, latest, now_utc, read_decisions
+
+STATIC = Path(__file__).parent / "static"
+#: The ``ocr`` statuses of the images a reviewer sees: those the OCR let through.
+REVIEWABLE = ("accepted", "review_pending", "review_rejected")
+_PAGES = {
+    "index.html": "text/html; charset=utf-8",
+    "review.js": "text/javascript; charset=utf-8",
+    "review.css": "text/css; charset=utf-8",
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    """An image to review: its bytes' sha256, its concept, its file (absolute) and crawl source."""
+
+    sha256: str
+    concept: str
+    path: Path
+    source: str
+
+
+def review_items(root: str | Path = ".") -> list[Item]:
+    """The images of the project at ``root`` that the OCR let through, sorted by concept, from the
+    ``ocr`` and ``images`` tables (run ``dvc repro ocr_filter`` first).
+
+    Raises:
+        gavil.errors.MissingInput: the ``ocr`` table does not exist yet.
+    """
+    root = Path(root)
+    ocr = catalog.read_table("ocr", root)
+    images = catalog.read_table("images", root)
+    source = dict(zip(images["concept"], images["source"]))
+    ok = ocr[ocr["status"].isin(REVIEWABLE) & ocr["sha256"].notna()].sort_values("concept")
+    return [
+        Item(str(s), str(c), root / str(p), str(source.get(c, "?")))
+        for s, c, p in zip(ok["sha256"], ok["concept"], ok["path"])
+    ]
+
+
+def queue(items: list[Item], decisions_path: Path) -> dict[str, Any]:
+    """The page's state: every item with the decision in force (``state`` pending / accepted /
+    rejected, its reason, who and when), the reasons' list and the counts (reviewed, left).
+
+    Raises:
+        DecisionsError: the decisions file is broken (one line: file, row, column).
+    """
+    decided = latest(read_decisions(decisions_path, {i.sha256 for i in items}))
+    rows = []
+    for i in items:
+        d = decided.get(i.sha256)
+        state = "pending" if d is None else ("accepted" if d.decision == "accept" else "rejected")
+        rows.append(
+            {
+                "sha256": i.sha256,
+                "concept": i.concept,
+                "source": i.source,
+                "state": state,
+                "reason": d.reason if d else "",
+                "who": d.who if d else "",
+                "when": d.when if d else "",
+            }
+        )
+    left = sum(r["state"] == "pending" for r in rows)
+    return {"items": rows, "reasons": list(REASONS), "reviewed": len(rows) - left, "left": left}
+
+
+def decide(items: list[Item], decisions_path: Path, body: Any) -> dict[str, Any]:
+    """Append the decision ``body`` (``who``, ``decision``, ``reason``, ``sha256``) for one of
+    ``items`` and return the new :func:`queue`.
+
+    Raises:
+        LookupError: the sha256 is not one of ``items``.
+        ValueError: the body is not an object of strings, an ``undo`` has no decision to withdraw,
+            or a cell is broken (:func:`gavil.review.decisions.problem`).
+    """
+    if not isinstance(body, dict) or not all(isinstance(body.get(k, ""), str) for k in ("who", "decision", "reason")):
+        raise ValueError("send a JSON object with who, decision, reason and sha256 as strings")
+    by_sha = {i.sha256: i for i in items}
+    item = by_sha.get(str(body.get("sha256", "")))
+    if item is None:
+        raise LookupError("no such image in this review")
+    decision = body.get("decision", "")
+    if decision == "undo" and item.sha256 not in latest(read_decisions(decisions_path, set(by_sha))):
+        raise ValueError(f"{item.concept}: no decision to undo")
+    d = Decision(
+        body.get("who", "").strip(), now_utc(), decision, body.get("reason", "").strip(), item.sha256, item.concept
+    )
+    try:
+        append_decision(decisions_path, d)
+    except DecisionsError as e:
+        raise ValueError(str(e).split(": ", 1)[-1]) from e
+    return queue(items, decisions_path)
+
+
+def create_app(items: list[Item], decisions_path: str | Path) -> Starlette:
+    """The review app for ``items``, appending to the decisions file at ``decisions_path``.
+
+    ``POST /api/decide`` accepts ``application/json`` only (a page of another site cannot send it
+    without a CORS preflight, which this app never answers); errors are ``{"error": "..."}`` with
+    400 (bad body), 404 (unknown image) or 409 (nothing to undo, a broken decisions file)."""
+    path = Path(decisions_path)
+    files = {i.sha256: i.path for i in items}
+
+    def page(name: str) -> Any:
+        async def handler(_: Request) -> Response:
+            return FileResponse(STATIC / name, media_type=_PAGES[name], headers={"Cache-Control": "no-store"})
+
+        return handler
+
+    async def image(request: Request) -> Response:
+        f = files.get(request.path_params["sha"])
+        if f is None or not f.exists():
+            return JSONResponse({"error": "no such image"}, status_code=404)
+        return FileResponse(f, headers={"Cache-Control": "max-age=3600"})
+
+    async def get_queue(_: Request) -> Response:
+        try:
+            return JSONResponse(await run_in_threadpool(queue, items, path))
+        except DecisionsError as e:
+            return JSONResponse({"error": str(e)}, status_code=409)
+
+    async def post_decide(request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send application/json"}, status_code=415)
+        try:
+            return JSONResponse(await run_in_threadpool(decide, items, path, await request.json()))
+        except LookupError as e:
+            return JSONResponse({"error": str(e)}, status_code=404)
+        except DecisionsError as e:
+            return JSONResponse({"error": str(e)}, status_code=409)
+        except ValueError as e:
+            status = 409 if "no decision to undo" in str(e) else 400
+            return JSONResponse({"error": str(e)}, status_code=status)
+
+    routes = [Route("/", page("index.html"))]
+    routes += [Route(f"/static/{n}", page(n)) for n in ("review.js", "review.css")]
+    routes += [Route("/img/{sha}", image), Route("/api/queue", get_queue)]
+    routes += [Route("/api/decide", post_decide, methods=["POST"])]
+    return Starlette(routes=routes)
