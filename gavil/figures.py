@@ -41,17 +41,6 @@ def _svg(fig: Any) -> str:
     return buf.getvalue()
 
 
-def draw_rc() -> Any:
-    """The matplotlib settings of every committed picture (text kept as text, a fixed hash salt,
-    one font), for ``plt.rc_context``."""
-    return cast(Any, _SVG_RC)
-
-
-def svg_text(fig: Any) -> str:
-    """``fig`` as SVG text with no date nor creator (the same bytes on every machine); closes it."""
-    return _svg(fig)
-
-
 def pipeline_layout(stages: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, tuple[float, float]]:
     """Stage -> (x, y) in a layered drawing of the DAG: layer = longest path from a stage with no
     input (so every arrow points down), stages of a layer ordered by the mean position of their
@@ -139,6 +128,52 @@ def pipeline_svg() -> str:
         return _svg(fig)
 
 
+def rooms_svg() -> str:
+    """The rooms of :mod:`gavil.rooms` and their declared arrows as SVG text (``docs/rooms.svg``): one box per room with
+    what it holds, an arrow from each importer to what it imports, arrows implied by a longer path
+    left out (:func:`transitive_reduction`), placed at :data:`gavil.rooms.POSITIONS` (every arrow points down)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    from gavil.rooms import ARROWS, POSITIONS, ROOMS
+
+    names = list(ROOMS)
+    edges = transitive_reduction(sorted(ARROWS, key=lambda e: (names.index(e[0]), names.index(e[1]))))
+    pos = {n: (POSITIONS[n][0] * 3.4, -POSITIONS[n][1] * 0.95) for n in names}
+    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
+    with plt.rc_context(cast(Any, _SVG_RC)):
+        fig, ax = plt.subplots(figsize=((max(xs) - min(xs) + 3.6) * 0.95, (max(ys) - min(ys) + 0.9) * 0.95))
+        for u, v in edges:
+            (x0, y0), (x1, y1) = pos[u], pos[v]
+            ax.add_patch(
+                FancyArrowPatch(
+                    (x0, y0 - 0.25), (x1, y1 + 0.25), arrowstyle="-|>", mutation_scale=9, color="#777777", lw=0.8
+                )
+            )
+        for n, (x, y) in pos.items():
+            game = n in ("gavil.game", "gavil.gamestore", "gavil.domain")
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x - 1.55, y - 0.24),
+                    3.1,
+                    0.48,
+                    boxstyle="round,pad=0.02",
+                    fc="#fdf3e6" if game else "#eef3fb",
+                    ec="#b5773b" if game else "#3b6bb5",
+                )
+            )
+            ax.text(x, y + 0.07, n, ha="center", va="center", fontsize=9, weight="bold")
+            ax.text(x, y - 0.11, ROOMS[n].split(": ", 1)[1], ha="center", va="center", fontsize=6.5, color="#444444")
+        ax.set_xlim(min(xs) - 1.7, max(xs) + 1.7)
+        ax.set_ylim(min(ys) - 0.4, max(ys) + 0.4)
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+        return _svg(fig)
+
+
 def instance_svg(root: Path = Path("."), instance_id: int = INSTANCE_ID) -> str:
     """Instance ``instance_id`` of the embedded sample as SVG text, as the export holds it (the release row
     of ``data/sample/winogavil/winogavil_dataset.csv`` and each candidate's sample image): the cue, then
@@ -196,7 +231,8 @@ def leaderboard_svg(evaluation: pd.DataFrame, dataset: str = "game") -> str:
     """The per-round leaderboard as SVG text: for each collection round of ``evaluation`` (round 0 the
     release, then the game's rounds, then "all rounds"), one bar per model, its mean Jaccard x100 on
     ``dataset`` (the ``breakdown`` "all" rows: every instance of that round), the random baseline of the
-    round as a dashed line, and ``n_scored`` under each round's name.
+    round as a dashed line, and under each bar the number of instances that bar scores (its row's
+    ``n_scored``: a model that could score fewer of the round's instances shows its own n).
 
     Args:
         evaluation: the ``evaluation`` table (:class:`schemas.evaluate.Evaluation`: ``model_name``,
@@ -235,17 +271,19 @@ def leaderboard_svg(evaluation: pd.DataFrame, dataset: str = "game") -> str:
             xs = [k - 0.4 + width * (i + 0.5) for k in range(len(rounds))]
             label = m + (" (untrained)" if m in untrained else "")
             ax.bar(xs, [0.0 if pd.isna(v) else v for v in values], width * 0.92, label=label, color=colors(i % 10))
-            for x, v in zip(xs, values):
+            counts = [int(rows["n_scored"].get(r, 0)) for r in rounds]  # what this bar scores, per round
+            for x, v, c in zip(xs, values, counts):
                 if not pd.isna(v):
                     ax.text(x, v + 1, f"{v:.0f}", ha="center", va="bottom", fontsize=7)
+                ax.text(x, -2, f"n={c}", ha="center", va="top", rotation=90, fontsize=6, color="#555555")
         base = ev.groupby("round")["random_percent"].first()
-        n = ev.groupby("round")["n_scored"].max()
         for k, r in enumerate(rounds):
             if r in base.index and not pd.isna(base[r]):
                 ax.plot([k - 0.45, k + 0.45], [base[r], base[r]], ls="--", color="#555555", lw=1)
         names = [("all rounds" if r == -1 else "round 0 (release)" if r == 0 else f"round {r}") for r in rounds]
         ax.set_xticks(range(len(rounds)))
-        ax.set_xticklabels([f"{a}\nn={int(n.get(r, 0))}" for a, r in zip(names, rounds)], fontsize=8)
+        ax.set_xticklabels(names, fontsize=8)
+        ax.tick_params(axis="x", pad=24)  # below each bar's n
         ax.set_ylabel("mean Jaccard (%)")
         ax.set_ylim(0, 105)
         ax.set_title(f"Models on the {dataset} benchmark, per collection round (dashed: random)", fontsize=9)
@@ -259,10 +297,8 @@ def leaderboard_svg(evaluation: pd.DataFrame, dataset: str = "game") -> str:
 
 #: Committed pictures: path under the project root -> its generator (``gavil docs --write`` / ``--check``).
 def pictures(root: Path) -> dict[str, Callable[[], str]]:
-    """``docs/pipeline.svg``, ``docs/instance.svg`` and ``docs/rooms.svg`` (:func:`gavil.rooms.rooms_svg`)
-    -> a function returning the SVG text."""
-    from gavil.rooms import rooms_svg
-
+    """``docs/pipeline.svg``, ``docs/instance.svg`` and ``docs/rooms.svg`` (:func:`rooms_svg`) -> a
+    function returning the SVG text."""
     return {
         "docs/pipeline.svg": pipeline_svg,
         "docs/instance.svg": lambda: instance_svg(root),

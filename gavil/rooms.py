@@ -5,7 +5,7 @@ room may import which: ``tests/test_architecture.py`` computes the real arrows f
 ``gavil/``, ``stages/``, ``schemas/`` and ``flows/`` (:func:`import_arrows`, read with :mod:`ast`,
 imports inside functions included) and fails on an arrow that is not declared, and on a declared
 arrow that no import uses any more, so this table, and the picture drawn from it
-(:func:`rooms_svg`, ``docs/rooms.svg`` on ``docs/architecture.md``), always tell the code as it is.
+(:func:`gavil.figures.rooms_svg`, ``docs/rooms.svg`` on ``docs/architecture.md``), always tell the code as it is.
 
 The collection game is three rooms: the store (``gavil.gamestore``: SQL, no HTTP), the rules
 (``gavil.domain``: pure functions the game and the import both apply) and the web app
@@ -155,49 +155,3 @@ def import_arrows(root: Path) -> dict[tuple[str, str], str]:
                 if arrow[0] != arrow[1]:
                     out.setdefault(arrow, f"{f.relative_to(root).as_posix()}: {m}")
     return out
-
-
-def rooms_svg() -> str:
-    """The rooms and their declared arrows as SVG text (``docs/rooms.svg``): one box per room with
-    what it holds, an arrow from each importer to what it imports, arrows implied by a longer path
-    left out (:func:`gavil.figures.transitive_reduction`), placed at :data:`POSITIONS` (every arrow points down)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
-    from gavil.figures import draw_rc, svg_text, transitive_reduction
-
-    names = list(ROOMS)
-    edges = transitive_reduction(sorted(ARROWS, key=lambda e: (names.index(e[0]), names.index(e[1]))))
-    pos = {n: (POSITIONS[n][0] * 3.4, -POSITIONS[n][1] * 0.95) for n in names}
-    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
-    with plt.rc_context(draw_rc()):
-        fig, ax = plt.subplots(figsize=((max(xs) - min(xs) + 3.6) * 0.95, (max(ys) - min(ys) + 0.9) * 0.95))
-        for u, v in edges:
-            (x0, y0), (x1, y1) = pos[u], pos[v]
-            ax.add_patch(
-                FancyArrowPatch(
-                    (x0, y0 - 0.25), (x1, y1 + 0.25), arrowstyle="-|>", mutation_scale=9, color="#777777", lw=0.8
-                )
-            )
-        for n, (x, y) in pos.items():
-            game = n in ("gavil.game", "gavil.gamestore", "gavil.domain")
-            ax.add_patch(
-                FancyBboxPatch(
-                    (x - 1.55, y - 0.24),
-                    3.1,
-                    0.48,
-                    boxstyle="round,pad=0.02",
-                    fc="#fdf3e6" if game else "#eef3fb",
-                    ec="#b5773b" if game else "#3b6bb5",
-                )
-            )
-            ax.text(x, y + 0.07, n, ha="center", va="center", fontsize=9, weight="bold")
-            ax.text(x, y - 0.11, ROOMS[n].split(": ", 1)[1], ha="center", va="center", fontsize=6.5, color="#444444")
-        ax.set_xlim(min(xs) - 1.7, max(xs) + 1.7)
-        ax.set_ylim(min(ys) - 0.4, max(ys) + 0.4)
-        ax.set_aspect("equal")
-        ax.set_axis_off()
-        return svg_text(fig)

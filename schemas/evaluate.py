@@ -104,6 +104,41 @@ class RivalRounds(StrictModel):
     dataset_version: Series[str] = pa.Field(str_matches=r"^1\.\d+\.\d+$")
 
 
+class RoundErrors(StrictModel):
+    """Each collection round's model error rate (stages/evaluate/errors.py): the share of the round's
+    validated game instances (selected) that fooled a rival (its top-K is not exactly the
+    associations: Jaccard < 1), after Dynabench's validated model error rate; one row per (round,
+    rival, source), percent units, 95 % percentile bootstrap CI over instances."""
+
+    round: Series[int] = pa.Field(ge=0, description="the collection round whose validated instances are measured")
+    rival_round: Series[int] = pa.Field(ge=0, description="the round whose rival this is (<= round; 0: the release's)")
+    rival_model: Series[str] = pa.Field(
+        description="the rival as the benchmark names it: a round's models: entry; round 0: RN50; unknown: not recorded"
+    )
+    rival_weights: Series[str] = pa.Field(nullable=True, description="its weights (tag, file:<sha>, untrained)")
+    source: Series[str] = pa.Field(
+        isin=["in_the_loop", "rescored"],
+        description="in_the_loop: the fool-the-AI scores stored at collection; rescored: this stage's predictions",
+    )
+    weights_id: Series[str] = pa.Field(nullable=True, description="the weights the measured predictions came from")
+    status: Series[str] = pa.Field(isin=["scored", "not_recorded", "other_weights", "no_weights", "no_entry"])
+    reason: Series[str] = pa.Field(nullable=True)
+    n_validated: Series[int] = pa.Field(ge=0, description="validated (selected) game instances of the round")
+    n_scored: Series[int] = pa.Field(ge=0)
+    n_fooled: Series[int] = pa.Field(ge=0)
+    error_rate_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_low_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    ci_high_percent: Series[float] = pa.Field(nullable=True, ge=0, le=100, metadata=rounded(PERCENT_DECIMALS))
+    chance_error_percent: Series[float] = pa.Field(
+        nullable=True,
+        ge=0,
+        le=100,
+        description="a random K-subset's error rate on the same instances, 100 x mean(1 - 1/C(N, K))",
+        metadata=rounded(PERCENT_DECIMALS),
+    )
+    dataset_version: Series[str] = pa.Field(str_matches=r"^1\.\d+\.\d+$")
+
+
 class PairedEvaluation(StrictModel):
     """Winoground paired scores (stages/evaluate/paired.py): one row per model x dataset x pair kind
     x cell x score, percent units, 95 % cluster-bootstrap CI over candidate sets. ``percent`` weights

@@ -9,8 +9,28 @@ from schemas import StrictModel, exact, list_field
 
 #: Released column order (WinoGAViL-experiments assets/winogavil_dataset.csv): ``benchmark.csv``'s columns.
 BENCHMARK_COLUMNS = list(RELEASE_DATASET_COLUMNS)
-#: ``benchmark.parquet``'s columns: the released ones, then the collection round.
-BENCHMARK_TABLE_COLUMNS = [*BENCHMARK_COLUMNS, "round"]
+#: ``benchmark.parquet``'s columns: the released ones, then the collection round and its rival.
+BENCHMARK_TABLE_COLUMNS = [*BENCHMARK_COLUMNS, "round", "rival_model", "rival_weights"]
+#: The rival the released WinoGAViL data (round 0) was collected against: CLIP RN50 with OpenAI's
+#: weights (paper §2.1; docs/paper.md), as open_clip names them (architecture, pretrained tag).
+RELEASE_RIVAL = ("RN50", "openai")
+
+
+def instance_rivals(selection: pd.DataFrame) -> pd.DataFrame:
+    """Each selection row's rival, the one reading of it that ``export`` and ``evaluate`` share:
+    ``rival_model`` / ``rival_weights`` (str or None, ``selection``'s index).
+
+    A game row names the rival stored with its creation (``selection.rival_model``: the round's
+    ``models:`` entry; ``rival_weights``: pretrained tag, ``file:<sha256 prefix>`` or
+    ``untrained``); a released row (``origin`` ``release``) that names none gets the paper's rival,
+    :data:`RELEASE_RIVAL`; any other row that names none stays null (not known)."""
+    out = pd.DataFrame(index=selection.index)
+    for col, paper in zip(("rival_model", "rival_weights"), RELEASE_RIVAL):
+        given = selection[col] if col in selection else pd.Series([None] * len(selection), index=selection.index)
+        named = given.notna() & given.astype(str).str.len().gt(0)
+        from_paper = ~named & (selection["origin"] == "release")
+        out[col] = [paper if p else (str(v) if n else None) for v, n, p in zip(given, named, from_paper)]
+    return out
 
 
 class Benchmark(StrictModel):
@@ -31,6 +51,15 @@ class Benchmark(StrictModel):
     ID: Series[int] = pa.Field(ge=0, unique=True)
     round: Series[pd.Int64Dtype] = pa.Field(
         nullable=True, ge=0, description="collection round (0: the release); not a column of benchmark.csv"
+    )
+    rival_model: Series[str] = pa.Field(
+        nullable=True,
+        description="the rival the instance was collected against (its round's models: entry; the release: RN50); "
+        "null: not known; not a column of benchmark.csv",
+    )
+    rival_weights: Series[str] = pa.Field(
+        nullable=True,
+        description="that rival's weights: pretrained tag (the release: openai), file:<sha256 prefix> or untrained",
     )
 
     class Config:
@@ -53,6 +82,8 @@ HF_FEATURES: list[tuple[str, str, str]] = [
     ("solvers_jaccard_std", "dtype", "float64"),
     ("ID", "dtype", "int64"),
     ("round", "dtype", "int64"),
+    ("rival_model", "dtype", "string"),
+    ("rival_weights", "dtype", "string"),
     ("candidate_images", "list", "image"),
 ]
 
@@ -93,6 +124,10 @@ class BenchmarkDataset(StrictModel):
     )
     ID: Series[int] = pa.Field(ge=0, unique=True)
     round: Series[pd.Int64Dtype] = pa.Field(nullable=True, ge=0, description="collection round (0: the release)")
+    rival_model: Series[str] = pa.Field(nullable=True, description="the rival it was collected against")
+    rival_weights: Series[str] = pa.Field(
+        nullable=True, description="that rival's weights (tag, file:<sha>, untrained)"
+    )
     candidate_images: Series[object] = pa.Field(description="list of {bytes, path}: one image per candidate")
 
     @pa.dataframe_check(error="one image ({bytes, path}) per candidate")

@@ -118,6 +118,14 @@ class Selection(StrictModel):
         description="collection round (0: the release) of the imported instance; null: a raw instance kept from the "
         "ID ledger whose source is no longer imported",
     )
+    rival_model: Series[str] | None = pa.Field(
+        nullable=True,
+        description="the imported instance's rival (instances.rival_model: the game round's models: entry); "
+        "null: released data, a batch that names none, a row kept from the ID ledger",
+    )
+    rival_weights: Series[str] | None = pa.Field(
+        nullable=True, description="that rival's weights as imported (instances.rival_weights)"
+    )
 
     @pa.dataframe_check(error="split_id is unique within a split")
     def split_ids_unique(cls, df: pd.DataFrame) -> bool:

@@ -42,7 +42,14 @@ from gavil.domain.versions import dataset_version
 from gavil.domain.vocabulary import RELEASE_GAME_COLUMNS, RELEASE_SWOW_COLUMNS
 from gavil.io import atomic_path, csv_text, csv_writer, validate
 from gavil.pipeline import catalog
-from schemas.export import BENCHMARK_COLUMNS, BENCHMARK_TABLE_COLUMNS, HF_FEATURES, BenchmarkDataset
+from schemas.export import (
+    BENCHMARK_COLUMNS,
+    BENCHMARK_TABLE_COLUMNS,
+    HF_FEATURES,
+    RELEASE_RIVAL,
+    BenchmarkDataset,
+    instance_rivals,
+)
 from schemas.ocr import accepted_images
 
 if TYPE_CHECKING:
@@ -92,12 +99,28 @@ SWOW_SPLIT_COLUMNS = list(RELEASE_SWOW_COLUMNS)
 
 
 def benchmark_table(selection: pd.DataFrame, dataset: str = "game") -> pd.DataFrame:
-    """Selected instances of ``dataset`` in ID order: the released columns, then ``round``
-    (:class:`schemas.export.Benchmark`; a selection without ``round`` gives round 0)."""
+    """Selected instances of ``dataset`` in ID order: the released columns, then ``round`` and the
+    rival it was collected against, ``rival_model`` / ``rival_weights``
+    (:class:`schemas.export.Benchmark`; a selection without ``round`` gives round 0; the rival:
+    :func:`schemas.export.instance_rivals`, the paper's RN50/openai for released rows)."""
     sel = selection[(selection["status"] == "selected") & (selection["dataset"] == dataset)].sort_values("ID")
     if "round" not in sel:
         sel = sel.assign(round=pd.array([0] * len(sel), dtype="Int64"))
+    rivals = instance_rivals(sel)
+    sel = sel.assign(rival_model=rivals["rival_model"], rival_weights=rivals["rival_weights"])
     return sel[BENCHMARK_TABLE_COLUMNS].reset_index(drop=True)
+
+
+def round_rivals(bench: pd.DataFrame) -> list[tuple[int | None, str | None, str | None, int]]:
+    """The rivals of the benchmark's rounds: (round, rival_model, rival_weights, instances) per
+    distinct triple of ``bench`` (:func:`benchmark_table`), rounds ascending (``None``, not known,
+    last), a round's rivals by name (a round has one; a rival not known is ``None``, last)."""
+    counts: dict[tuple[int | None, str | None, str | None], int] = {}
+    for r, m, w in zip(bench["round"], bench["rival_model"], bench["rival_weights"]):
+        key = (None if pd.isna(r) else int(r), None if pd.isna(m) else str(m), None if pd.isna(w) else str(w))
+        counts[key] = counts.get(key, 0) + 1
+    order = sorted(counts, key=lambda k: tuple((v is None, v if v is not None else 0) for v in k))
+    return [(r, m, w, counts[(r, m, w)]) for r, m, w in order]
 
 
 def changelog(selection: pd.DataFrame) -> list[RoundChange]:
@@ -204,6 +227,12 @@ def dataset_table(bench: pd.DataFrame, images: dict[str, tuple[str, str]], embed
     return out.assign(candidate_images=cells)
 
 
+def _arrow_cell(v: object) -> object:
+    """A cell as Arrow takes it: pandas' missing values (``pd.NA``, a NaN in a nullable string
+    column such as ``rival_model``) become None; anything else as it is."""
+    return None if v is pd.NA or (isinstance(v, float) and v != v) else v
+
+
 def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFrame, int]:
     """Validate ``ds`` (:class:`schemas.export.BenchmarkDataset`) and write it atomically with the
     Hugging Face schema, :data:`ROW_GROUP_ROWS` rows per row group; returns (the validated frame,
@@ -220,7 +249,7 @@ def write_dataset_parquet(ds: pd.DataFrame, path: str | Path) -> tuple[pd.DataFr
             for i in range(0, len(ds), ROW_GROUP_ROWS):
                 part = ds.iloc[i : i + ROW_GROUP_ROWS]
                 table = pa.Table.from_pydict(
-                    {f.name: [None if v is pd.NA else v for v in part[f.name].tolist()] for f in schema},
+                    {f.name: [_arrow_cell(v) for v in part[f.name].tolist()] for f in schema},
                     schema=schema,
                 )
                 nbytes += table.nbytes
@@ -278,7 +307,7 @@ def dataset_card(
     return (
         _card_front_matter(version, configs)
         + _card_overview(bench, ds, configs, version, params.export.copy_images)
-        + _card_provenance(selection, params)
+        + _card_provenance(bench, selection, params)
     )
 
 
@@ -353,9 +382,21 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 """
 
 
-def _card_provenance(selection: pd.DataFrame, params: Params) -> str:
-    """The card's ``How it was made`` (selection rule, rival model, instance fates by dataset and
-    status), ``Changelog`` (per collection round) and ``Licenses and attribution`` sections."""
+def _rivals_md(bench: pd.DataFrame) -> str:
+    """The card's table of each collection round's rival (:func:`round_rivals`): round, the rival's
+    ``rival_model`` / ``rival_weights`` as the dataset's columns hold them, instances."""
+    lines = []
+    for r, model, weights, n in round_rivals(bench):
+        label = "unknown" if r is None else (f"{r} (the release)" if r == 0 else str(r))
+        paper = " (CLIP RN50, OpenAI weights: the paper's rival)" if (model, weights) == RELEASE_RIVAL else ""
+        lines.append(f"| {label} | {model or 'not recorded'}{paper} | {weights or 'not recorded'} | {n} |")
+    return "\n".join(lines) or "| - | - | - | 0 |"
+
+
+def _card_provenance(bench: pd.DataFrame, selection: pd.DataFrame, params: Params) -> str:
+    """The card's ``How it was made`` (selection rule, each round's rival model from ``bench``'s
+    ``rival_model`` / ``rival_weights``, instance fates by dataset and status), ``Changelog`` (per
+    collection round) and ``Licenses and attribution`` sections."""
     counts = selection.groupby(["dataset", "status"]).size()
     thr = params.select.min_solver_jaccard
     rival = params.models[params.score.model]
@@ -370,8 +411,16 @@ def _card_provenance(selection: pd.DataFrame, params: Params) -> str:
   decimals) is >= {thr}; model scores are not used to select. IDs are permanent (a ledger):
   0..n-1 on a first build; a published instance never changes (later answers, edits or a higher
   threshold leave it as published); a retired ID leaves a gap and is never given again.
-- Rival model: `score_fool_the_ai` = 100 - int(100 x Jaccard of the rival model's top-K); for released
-  instances as released (CLIP RN50, OpenAI weights). Pipeline setting: {rival.model} / {rival.pretrained}.
+- Rival model: `score_fool_the_ai` = 100 - int(100 x Jaccard of the rival model's top-K), the
+  rival each instance was collected against (columns `rival_model`, `rival_weights`: a round's
+  `models:` entry and the weights the game loaded, a pretrained tag, `file:<sha256 prefix>` or
+  `untrained`); released instances as released (CLIP RN50, OpenAI weights). Each round's rival:
+
+| round | rival_model | rival_weights | instances |
+|---|---|---|---|
+{_rivals_md(bench)}
+
+- The pipeline's own rival setting (`score.model`, not a round's rival): {rival.model} / {rival.pretrained}.
 - Instance fates in this build (dataset / status / count):
 
 | dataset | status | instances |

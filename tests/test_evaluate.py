@@ -96,6 +96,8 @@ def test_table4_per_collection_round_and_overall_name_the_dataset_version():
     assert list(grp["n_instances"]) == [4, 1, 2, 1]
     assert list(grp["mean_jaccard_percent"]) == [43.75, 100.0, 25.0, 25.0]
     md = table4_by_round(ev)
-    assert "### Round 0" in md and "### Round 1" in md and "| m (openai) | – | 25.0 (2/2) | – |" in md
+    assert (
+        "### Round 0" in md and "### Round 1" in md and "| m (openai) | – | 25.0 [0.0, 50.0] (2/2) | – |" in md
+    )  # with its CI
     assert "Round" not in table4_markdown(ev, {})  # the overall table reads the round -1 rows only
     assert table4_by_round(ev[ev["round"].isin([-1, 1])]) == ""  # one round: no per-round section

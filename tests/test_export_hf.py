@@ -46,6 +46,9 @@ INSTANCES = [
     (["cat", "moon", "rocket", "coffee", "brick"], "sky", ["moon", "rocket"], "swow_baseline", "selected"),
 ]
 ROUNDS = [0, 0, 1, 1, 0, 2, 2, 0]  # each instance's collection round (0: the release)
+# each round's rival as imported (instances -> selection): released rows name none (the export gives the
+# paper's RN50/openai), round 1 was played against `early` with random weights, round 2 against `late`'s file
+RIVALS = {0: (None, None), 1: ("early", "untrained"), 2: ("late", "file:0123456789abcdef")}
 
 
 def _selection() -> pd.DataFrame:
@@ -55,7 +58,7 @@ def _selection() -> pd.DataFrame:
         rows.append(
             {
                 "instance_uid": f"raw:{i}",
-                "origin": "raw",
+                "origin": "release" if ROUNDS[i] == 0 and dataset == "game" else "raw",
                 "dataset": dataset,
                 "split": "swow" if dataset == "swow_baseline" else ("game_5_6" if len(cands) <= 6 else "game_10_12"),
                 "split_id": i,
@@ -83,6 +86,8 @@ def _selection() -> pd.DataFrame:
                 "reason": None if selected else "below 0.8",
                 "ID": next_id[dataset] if selected else None,
                 "round": ROUNDS[i],
+                "rival_model": RIVALS[ROUNDS[i]][0],
+                "rival_weights": RIVALS[ROUNDS[i]][1],
             }
         )
         next_id[dataset] += selected
@@ -164,6 +169,8 @@ def _expected_features():
             "solvers_jaccard_std": Value("float64"),
             "ID": Value("int64"),
             "round": Value("int64"),
+            "rival_model": Value("string"),
+            "rival_weights": Value("string"),
             "candidate_images": List(HFImage()),
         }
     )
@@ -172,7 +179,7 @@ def _expected_features():
 def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(built, tmp_path):
     project, metrics = built
     folder = project / "data/export/dataset"
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "rounds", "test.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "croissant.json", "rounds", "test.parquet"]
     loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf-cache"))
     assert list(loaded) == ["test"]
     ds = loaded["test"]
@@ -198,10 +205,17 @@ def test_load_dataset_on_the_folder_gives_split_test_with_the_published_fields(b
         {"round": 1, "published": 2, "retired": 0},
         {"round": 2, "published": 1, "retired": 0},  # its below-threshold instance is not published
     ]
+    # every row names the rival it was collected against: the release the paper's, a game round its own
+    assert ds["rival_model"] == ["RN50", "RN50", "early", "early"]
+    assert ds["rival_weights"] == ["openai", "openai", "untrained", "untrained"]
+    assert "| 0 (the release) | RN50 (CLIP RN50, OpenAI weights: the paper's rival) | openai | 3 |" in card
+    assert "| 1 | early | untrained | 2 |" in card and "| 2 | late | file:0123456789abcdef | 1 |" in card
     bench = pd.read_parquet(project / "data/export/benchmark.parquet")
     assert list(bench["round"]) == [0, 0, 1, 1, 0, 2]
+    assert list(bench["rival_model"]) == ["RN50", "RN50", "early", "early", "RN50", "late"]
+    assert list(bench["rival_weights"])[-1] == "file:0123456789abcdef"
     header = (project / "data/export/benchmark.csv").read_text().splitlines()[0]
-    assert "round" not in header.split(",")  # the CSV keeps the release's columns
+    assert not {"round", "rival_model", "rival_weights"} & set(header.split(","))  # the release's columns
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", card), "no dates in a DVC-hashed output"
 
 
@@ -250,7 +264,7 @@ def test_each_round_is_a_config_and_default_is_every_round(built, tmp_path):
     catalog.write_table(sel, "selection", project)
     metrics = run_stage("export", project / "params.yaml")
     assert metrics["dataset_configs"] == {"default": 4, "round_0": 4}
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "test.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "croissant.json", "test.parquet"]
     meta = _front_matter((folder / "README.md").read_text())
     assert meta["configs"][1] == {"config_name": "round_0", "data_files": [{"split": "test", "path": "test.parquet"}]}
     part = datasets.load_dataset(str(folder), "round_0", split="test", cache_dir=str(tmp_path / "c2"))
@@ -391,6 +405,15 @@ def test_the_export_reproduces_the_release_files_byte_for_byte(export_build):
     for ours, theirs in pairs:
         built = (export_build / "data/export" / ours).read_bytes()
         assert built == (export_build / "data/sample/winogavil" / theirs).read_bytes(), ours
+    # the release (round 0) names its rival, the paper's CLIP RN50 with OpenAI's weights, in the Parquet
+    # table and the dataset folder (the CSV above keeps the release's columns and bytes)
+    for table in ("benchmark.parquet", "dataset/test.parquet"):
+        rivals = pd.read_parquet(
+            export_build / "data/export" / table, columns=["round", "rival_model", "rival_weights"]
+        )
+        assert len(rivals) and set(map(tuple, rivals.values.tolist())) == {(0, "RN50", "openai")}, table
+    card = (export_build / "data/export/dataset/README.md").read_text()
+    assert "| 0 (the release) | RN50 (CLIP RN50, OpenAI weights: the paper's rival) | openai |" in card
 
 
 @pytest.mark.slow

@@ -19,7 +19,8 @@ from stages.evaluate import aggregate
 
 def predictions() -> tuple[pd.DataFrame, dict[str, int]]:
     """Two models over rounds 0-2 (4 instances each): "strong" solves round 0, half of round 1 and
-    nothing of round 2; "weak" solves nothing; "absent" had no weights (no scored row)."""
+    nothing of round 2; "weak" solves nothing and could not score one instance of round 1 (a missing
+    image); "absent" had no weights (no scored row)."""
     rows, rounds = [], {}
     for r in range(3):
         for i in range(4):
@@ -28,7 +29,7 @@ def predictions() -> tuple[pd.DataFrame, dict[str, int]]:
             hit = 1.0 if r == 0 or (r == 1 and i < 2) else 0.0
             for model, jac, status in (
                 ("strong", hit, "ok"),
-                ("weak", 0.0, "untrained"),
+                ("weak", None if (r, i) == (1, 3) else 0.0, "missing_image" if (r, i) == (1, 3) else "untrained"),
                 ("absent", None, "no_weights"),
             ):
                 rows.append(
@@ -63,6 +64,9 @@ def test_the_picture_shows_each_round_and_every_model_that_was_scored():
         assert label in words, label
     assert "strong" in words and "weak (untrained)" in words  # random weights are labelled
     assert "not scored (no weights): absent" in words
+    # the n under each bar counts what that bar scores: strong 4 per round, weak 3 on round 1, 11 in all
+    ns = [t for t in texts(svg) if t.startswith("n=")]
+    assert ns == ["n=4", "n=4", "n=4", "n=12", "n=4", "n=3", "n=4", "n=11"], ns
     numbers = [int(v) for v in texts(svg) if v.isdigit()]  # axis ticks, then each model's bar labels
     assert numbers[-8:] == [100, 50, 0, 50, 0, 0, 0, 0]  # strong, weak: round 0, 1, 2, all (percent)
     assert leaderboard_svg(evaluation()) == svg  # same table, same bytes

@@ -187,6 +187,12 @@ TABLES: tuple[Table, ...] = (
         "each game round's rival on round 0, its own round and every later round",
     ),
     Table(
+        "round_errors",
+        "data/evaluate/round_errors.parquet",
+        "schemas.evaluate:RoundErrors",
+        "each round's model error rate (validated instances that fooled its rival, and every earlier rival), with CIs",
+    ),
+    Table(
         "paired_evaluation",
         "data/evaluate/paired_evaluation.parquet",
         "schemas.evaluate:PairedEvaluation",

@@ -193,6 +193,7 @@ STAGES: tuple[StageSpec, ...] = (
             "predictions",
             "evaluation",
             "rival_rounds",
+            "round_errors",
             "paired_evaluation",
             "table4_md",
             "eval_embeddings",

@@ -46,7 +46,8 @@ from gavil.pipeline import catalog
 from gavil.progress import step
 from schemas.evaluate import ALL_ROUNDS, EvalPredictions, Evaluation
 from schemas.ocr import accepted_images
-from stages.evaluate import paired, paper, rivals, spread
+from stages.evaluate import errors, paired, paper, rivals, spread
+from stages.evaluate.bootstrap import bootstrap_ci
 from stages.evaluate.published import TieBreak, rerank
 
 if TYPE_CHECKING:
@@ -136,15 +137,6 @@ def release_predictions(folder: Path | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(EvalPredictions.to_schema().columns))
 
 
-def bootstrap_ci(values: np.ndarray, n_boot: int, seed: int) -> tuple[float, float]:
-    """95 % percentile bootstrap CI of the mean (same units as ``values``)."""
-    if len(values) == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def aggregate(
     pred: pd.DataFrame,
     n_boot: int,
@@ -200,7 +192,8 @@ def aggregate(
 
 def table4_by_round(ev: pd.DataFrame) -> str:
     """Per collection round (when the benchmark holds more than one): models x (game 10&12, game
-    5&6, SWOW 5&6) mean Jaccard x100 (scored/total), one Markdown table per round; "" otherwise."""
+    5&6, SWOW 5&6) mean Jaccard x100 [95 % percentile bootstrap CI over the round's instances]
+    (scored/total), one Markdown table per round; "" otherwise."""
     per = ev[(ev["round"] != ALL_ROUNDS) & (ev["breakdown"] == "group") & (ev["model_name"] != RELEASE_MODEL)]
     rounds = sorted(per["round"].unique())
     if len(rounds) < 2:
@@ -218,8 +211,10 @@ def table4_by_round(ev: pd.DataFrame) -> str:
                 elif pd.isna(x["mean_jaccard_percent"].iloc[0]):
                     cells.append(f"n/a (0/{int(x['n_instances'].iloc[0])})")
                 else:
+                    c = x.iloc[0]
                     cells.append(
-                        f"{x['mean_jaccard_percent'].iloc[0]:.1f} ({x['n_scored'].iloc[0]}/{x['n_instances'].iloc[0]})"
+                        f"{c.mean_jaccard_percent:.1f} [{c.ci_low_percent:.1f}, {c.ci_high_percent:.1f}] "
+                        f"({c.n_scored}/{c.n_instances})"
                     )
             out.append(f"| {model} ({weights}) | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
@@ -403,12 +398,9 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     # cast: pandas-stubs types groupby keys as tuple[Hashable, ...]; here (dataset, candidate group) pairs
     groups_of = cast("Iterable[tuple[tuple[str, str], pd.DataFrame]]", sel.groupby(["dataset", "group"]))
     humans = {(d, g): 100 * float(x["solvers_jaccard_mean"].mean()) for (d, g), x in groups_of}
-    game_rounds = sorted({int(r) for r in bench_rounds.dropna()})
-    rival_table = catalog.write_table(rivals.rival_rounds(round_rivals, ev, game_rounds, params), "rival_rounds")
-    with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
-        tmp.write_text(
-            table4_markdown(overall, humans) + table4_by_round(ev) + rivals.rival_rounds_markdown(rival_table)
-        )
+    step("rounds compared: each round's rival, model error rates")
+    scored = [s.name for s in specs]
+    _write_round_tables(params, selection, pred, ev, round_rivals, scored, humans)
     step("plots")
     plots(overall, str(catalog.path("plot_models", "write")), str(catalog.path("plot_candidates", "write")))
     status |= text_meta["status"]
@@ -429,6 +421,35 @@ def _run(params: Params, results: list[spread.PartResult]) -> Metrics:
     }
     print(f"evaluate: embeddings reused {cache.hits}, computed {cache.computed}", file=sys.stderr)
     return metrics
+
+
+def _write_round_tables(
+    params: Params,
+    selection: pd.DataFrame,
+    pred: pd.DataFrame,
+    ev: pd.DataFrame,
+    round_rivals: pd.DataFrame,
+    scored: list[str],
+    humans: dict[tuple[str, str], float],
+) -> None:
+    """Write ``rival_rounds`` (:func:`stages.evaluate.rivals.rival_rounds`), ``round_errors``
+    (:func:`stages.evaluate.errors.round_errors`) and ``table4.md``: Table 4 over every round, per
+    round with CIs, each round's rival on later rounds, the model error rate per round.
+
+    ``ev``: the written ``evaluation`` table; ``scored``: the entries scored (``predictions``' models);
+    ``humans``: (dataset, group) -> the solvers' mean Jaccard x100."""
+    version = str(ev["dataset_version"].iloc[0]) if len(ev) else "1.0.0"
+    game = selection[(selection["status"] == "selected") & (selection["dataset"] == "game")]
+    game_rounds = sorted({int(r) for r in game["round"].dropna()})
+    rival_table = catalog.write_table(rivals.rival_rounds(round_rivals, ev, game_rounds, params), "rival_rounds")
+    error_table = catalog.write_table(errors.round_errors(selection, pred, params, scored, version), "round_errors")
+    with atomic_path(catalog.path("table4_md", "write"), ".md") as tmp:
+        tmp.write_text(
+            table4_markdown(ev[ev["round"] == ALL_ROUNDS], humans)
+            + table4_by_round(ev)
+            + rivals.rival_rounds_markdown(rival_table)
+            + errors.round_errors_markdown(error_table)
+        )
 
 
 def _score_models(

@@ -360,6 +360,9 @@ def _selection_frame(
         ids |= {u: (r["dataset"], int(r["ID"])) for u, r in led.items() if not is_null(r["ID"]) and u not in ids}
         df.loc[list(dups), "reason"] = [duplicate_reason(o, ids) for o in dups.values()]
     df["round"] = rounds_of(df, instances)
+    for col in ("rival_model", "rival_weights"):  # the imported instance's rival (null: none named)
+        by_uid = dict(zip(instances["instance_uid"], instances[col])) if col in instances else {}
+        df[col] = [by_uid.get(uid.split("#conflict:")[0]) for uid in df["instance_uid"]]
     return df
 
 
