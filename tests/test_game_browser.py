@@ -1,7 +1,8 @@
 """The game in a real browser: Playwright drives Chromium (Debian's ``chromium``, or Playwright's own
 download; tests.helpers.find_chromium) against the real server (uvicorn on 127.0.0.1): a spymaster and three
 solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen,
-a solver's flag from the solve page stored."""
+a solver's flag from the solve page stored; the spymaster page's round and the leaderboard's round menu
+follow the store's rounds (closed and opened while the server runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from playwright import sync_api  # a test dependency ([test] extra): these tests
 
 from gavil.game.launch import build_game
 from gavil.game.rival import Rival
+from gavil.game.rounds import close_round, open_round
 from gavil.game.web import create_app
+from gavil.gamestore.store import store_file
 from gavil.params import Params
 from tests.helpers import game_project, serve_app
 
@@ -101,6 +104,35 @@ def test_a_full_round_in_the_browser(server, browser, tmp_path):
     expect(spy.locator("#dashboard")).to_contain_text("100")
     expect(spy.locator("#leaderboard")).to_contain_text(HOSTILE_NAME)  # the name as text
     assert spy.locator("#leaderboard b").count() == 0 and spy.evaluate("window.pwned") is None
+
+
+def test_the_spymaster_page_and_the_round_menu_follow_the_store_s_rounds(server, browser, tmp_path):
+    expect = sync_api.expect
+    store = store_file(tmp_path / "data/game")  # the server fixture's project is tmp_path
+    spy = join(browser, server, "Spy")
+    spy.click("#mode-create")
+    expect(spy.locator("#create-round")).to_have_text("Your associations go into round 1.")
+    expect(spy.locator("#create-grid .tile")).to_have_count(5)
+    spy.click("#mode-scores")
+    expect(spy.locator("#lb-round option")).to_have_text(["all rounds", "round 1 (now)"])
+    close_round(store)  # `gavil round close` while the server runs and the page is open
+    spy.click("#mode-create")
+    expect(spy.locator("#create-round")).to_contain_text("No round is being collected right now")
+    expect(spy.locator("#create-grid .tile")).to_have_count(0)
+    assert spy.locator("#submit-create").is_disabled()
+    spy.click("#mode-scores")  # between rounds the menu still lists every round that exists
+    expect(spy.locator("#lb-round option")).to_have_text(["all rounds", "round 1"])
+    spy.select_option("#lb-round", "1")
+    expect(spy.locator("#leaderboard th").first).to_have_text("player")
+    open_round(store, Params(), "clip-vit-b-32")
+    fresh = join(browser, server, "Fresh")  # a new page: the menu from its first status
+    fresh.click("#mode-scores")
+    expect(fresh.locator("#lb-round option")).to_have_text(["all rounds", "round 1", "round 2"])
+    fresh.click("#mode-create")  # round 2 waits for a restart against its rival: nothing is collected here
+    expect(fresh.locator("#create-round")).to_contain_text("No round is being collected right now")
+    spy.click("#mode-scores")
+    expect(spy.locator("#lb-round")).to_have_value("1")  # the choice survives the menu's refresh
+    expect(spy.locator("#lb-round option")).to_have_text(["all rounds", "round 1", "round 2"])
 
 
 def create_space(browser, server: str):

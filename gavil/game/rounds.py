@@ -97,6 +97,28 @@ def still_open(con: sqlite3.Connection, served: Round | None) -> int | None:
     return None
 
 
+def round_state(con: sqlite3.Connection, served: Round | None) -> dict[str, int | list[int] | None]:
+    """What ``GET /api/status`` says of rounds, read from the store ``con`` at each call, so a
+    ``gavil round close`` or ``open`` in another process shows without a restart. Reads only; prints
+    nothing.
+
+    Returns:
+        ``round``: the id of ``served`` (the round this server collects) while it is still the
+        store's open round, else None (closed, or another round opened: :func:`still_open` refuses
+        creations then); ``open_round``: the store's open round or None (after ``gavil round open``
+        it differs from ``round`` until ``gavil game`` restarts and loads that round's rival);
+        ``rounds``: every round id of the store, oldest first, closed ones included.
+    """
+    now = current_round(con)
+    ids = [int(r[0]) for r in con.execute("SELECT round_id FROM rounds ORDER BY round_id")]
+    same = served is not None and now is not None and now.round_id == served.round_id
+    return {
+        "round": served.round_id if same and served is not None else None,
+        "open_round": None if now is None else now.round_id,
+        "rounds": ids,
+    }
+
+
 def _rival_entry(params: Params, rival: str) -> tuple[str, str | None, str | None]:
     """(architecture, pretrained tag, sha256 pin) of the ``models:`` entry ``rival``.
 

@@ -52,6 +52,7 @@ from starlette.routing import Route
 
 from gavil.errors import Conflict, Expired, Forbidden, Invalid, NotFound, Refusal
 from gavil.game import flags
+from gavil.game.rounds import round_state
 from gavil.game.service import Game, GameError
 from gavil.params.game import GameParams
 
@@ -384,12 +385,14 @@ def player_routes(ctx: Context) -> list[Route]:
     game, throttle = ctx.game, ctx.throttle
 
     async def status(request: Request) -> Response:
+        # the rounds as the store has them now (a `gavil round close` elsewhere shows at once): round_state
+        rounds = await run(lambda: round_state(game.db, game.round))
         return _json(
             {
                 "rival_status": game.rival.status,
                 "rival_message": game.rival.message,
-                "round": None if game.round is None else game.round.round_id,  # the round collected; None: none
-                "paused": game.paused(),  # in memory: status never waits for the thread pool
+                **rounds,  # round (the one collected; None: none), open_round, rounds (every round id)
+                "paused": game.paused(),  # in memory
                 "identity": game.p.identity,
                 "min_solvers": game.min_solvers,
                 "bonus_unit": game.p.bonus_unit,

@@ -49,6 +49,24 @@ async function loadStatus() {
   banner.textContent = (s.paused ? "The game is paused. " : "") + s.rival_message;
   banner.classList.toggle("warn", s.rival_status !== "ok");
   $("code-label").textContent = s.identity === "shared_code" ? "Join code" : "Your invitation code";
+  roundMenu(s);
+  return s;
+}
+
+function roundMenu(s) {
+  // every round of the store (closed ones too), read anew with each status: the leaderboard's choice
+  const pick = $("lb-round");
+  const chosen = pick.value;
+  const options = [new Option("all rounds", "")];
+  for (const r of s.rounds) options.push(new Option("round " + r + (r === s.round ? " (now)" : ""), String(r)));
+  pick.replaceChildren(...options);
+  pick.value = s.rounds.map(String).includes(chosen) ? chosen : "";
+}
+
+function roundLine(s) {
+  // which round the spymaster's associations go into, or that none is being collected
+  if (s.round !== null) return "Your associations go into round " + s.round + ".";
+  return "No round is being collected right now: new associations are not taken; you can still solve.";
 }
 
 async function loadCreate() {
@@ -59,6 +77,10 @@ async function loadCreate() {
   $("cue").value = "";
   $("create-help").textContent = "";
   $("create-grid").replaceChildren();
+  const s = await loadStatus();
+  $("create-round").textContent = roundLine(s);
+  $("create-round").classList.toggle("warn", s.round === null);
+  if (s.round === null) { state.createTask = null; $("submit-create").disabled = true; return; }
   const { task } = await api("POST", "/api/create/task");
   state.createTask = task;
   state.createIid = null;
@@ -183,14 +205,7 @@ async function loadScores() {
     [me.associations_created, me.fool_the_ai ?? (me.fool_the_ai_untrained !== null ? me.fool_the_ai_untrained + " (untrained)" : null),
       me.solvable_by_humans, me.associations_solved, me.solver_jaccard, me.bonus],
   ]);
-  const pick = $("lb-round");
-  const current = state.status && state.status.round;
-  for (let r = pick.options.length; current && r <= current; r++) {  // rounds 1..the one collected
-    const o = document.createElement("option");
-    o.value = String(r);
-    o.textContent = "round " + r;
-    pick.appendChild(o);
-  }
+  await loadStatus();  // the round menu as the store has it now
   await loadLeaderboard();
 }
 
