@@ -27,6 +27,7 @@ the benchmark, ``export.patch``) and a changelog (published and retired game ins
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
@@ -302,12 +303,14 @@ def dataset_card(
     split's size, checked by ``load_dataset``), then counts, how it was made, licenses.
 
     Carries no build date or other wall-clock value: the card is a hashed DVC output, and the
-    same inputs must give the same bytes on every machine (``dvc.lock`` stays unchanged)."""
-    _, version = dataset_version(bench["round"], params.export.patch)
+    same inputs must give the same bytes on every machine (``dvc.lock`` stays unchanged). Its facts
+    are :func:`dataset_facts`, the ones ``croissant.json`` renders (:func:`croissant_metadata`)."""
+    facts = dataset_facts(bench, ds, selection, params)
     return (
-        _card_front_matter(version, configs)
-        + _card_overview(bench, ds, configs, version, params.export.copy_images)
+        _card_front_matter(facts["version"], configs)
+        + _card_overview(facts, configs)
         + _card_provenance(bench, selection, params)
+        + _card_rai(facts)
     )
 
 
@@ -329,35 +332,31 @@ dataset_info:
 """
 
 
-def _card_overview(
-    bench: pd.DataFrame, ds: pd.DataFrame, configs: list[DatasetConfig], version: str, copy_images: bool
-) -> str:
-    """The card's title and overview: how to load it, its configs per round, what was left out and
-    instances per number of candidates (``ds``: the exported rows; ``bench``: the benchmark's)."""
-    by_n = ds["num_candidates"].value_counts().sort_index()
-    left_out = len(bench) - len(ds)
-    n_images = len({c for cands in ds["candidates"] for c in cands})
-    rows = "\n".join(f"| {n} | {c} |" for n, c in by_n.items()) or "| - | 0 |"
+def _card_overview(facts: DatasetFacts, configs: list[DatasetConfig]) -> str:
+    """The card's title and overview (:func:`dataset_facts`): how to load it, its configs per round,
+    what was left out and instances per number of candidates."""
+    version, n_ds, left_out = facts["version"], facts["dataset_instances"], facts["left_out"]
+    rows = "\n".join(f"| {n} | {c} |" for n, c in facts["by_num_candidates"]) or "| - | 0 |"
     per_round = "\n".join(
         f"| `{c['name']}` | {c['name'].removeprefix('round_')} | {c['num_examples']} | `{c['path']}` |"
         for c in configs[1:]
     )
-    unknown = int(ds["round"].isna().sum())
+    unknown = facts["unknown_round"]
     stored = (
         "embedded in `test.parquet` (each image file's bytes; `path` is its file name)"
-        if copy_images
+        if facts["copy_images"]
         else "not embedded (`export.copy_images: false`): `path` is the file relative to the project root, "
         "so the images decode only when the dataset is loaded from there"
     )
-    return f"""# WinoGAViL-style association benchmark
+    return f"""# {DATASET_TITLE}
 
 **Version {version}** (`1.<round>.<patch>`: the highest collection round in it, round 0 being the
 released WinoGAViL data; `round` names each instance's round).
 
 Built by winogavil-pipeline. Load it with `datasets.load_dataset("<this folder>", split="test")`
 (offline; the fields and types of the published `nlphuji/winogavil`). One split, `test`:
-{len(ds)} of the {len(bench)} instances of `../benchmark.csv` (same rows and IDs), each with
-`candidate_images`, one image per candidate in candidate order ({n_images} distinct images,
+{n_ds} of the {facts["instances"]} instances of `../benchmark.csv` (same rows and IDs), each with
+`candidate_images`, one image per candidate in candidate order ({facts["images"]} distinct images,
 {stored}).
 
 One config per collection round, each with split `test`: `datasets.load_dataset("<this folder>",
@@ -366,7 +365,7 @@ every round.{f" {unknown} instances whose round is not known are in `default` on
 
 | config | round | instances | file |
 |---|---|---|---|
-| `default` | every round | {len(ds)} | `test.parquet` |
+| `default` | every round | {n_ds} | `test.parquet` |
 {per_round}
 
 **Left out: {left_out} instances** with at least one candidate that has no accepted image (the
@@ -379,6 +378,19 @@ spymaster linked to the cue. Solvers pick exactly K images; score = Jaccard inde
 |---|---|
 {rows}
 
+"""
+
+
+def _card_rai(facts: DatasetFacts) -> str:
+    """The card's ``Responsible AI`` section: the statements of ``croissant.json``'s ``rai:`` fields
+    (:func:`rai_statements`), one list item per field, and where the Croissant file is."""
+    items = "\n".join(f"- **{label}** (`rai:{prop}`): {' '.join(texts)}" for prop, label, texts in facts["rai"])
+    return f"""
+## Responsible AI
+Croissant metadata with these fields: [`{CROISSANT_FILE}`]({CROISSANT_FILE}) (Croissant 1.1 with its
+Responsible-AI vocabulary).
+
+{items}
 """
 
 
@@ -435,14 +447,302 @@ Game instances by collection round: published (in `benchmark.csv`) and retired (
 {log}
 
 ## Licenses and attribution
-- Annotations from the WinoGAViL release: CC-BY 4.0, non-commercial research use. Bitton, Bitton Guetta,
-  Yosef, Elovici, Bansal, Stanovsky, Schwartz (2022), "WinoGAViL: Gamified Association Benchmark to
-  Challenge Vision-and-Language Models", NeurIPS Datasets and Benchmarks.
-- Concepts and SWOW-baseline associations derive from SWOW-EN: De Deyne, Navarro, Perfors, Brysbaert &
-  Storms (2019), Behavior Research Methods 51:987-1006 (CC BY-NC-ND 3.0).
-- Images keep the licenses of their sources (see the crawl table's `source_url`); sample images: see
-  `data/sample/images/ATTRIBUTION.md`.
+{chr(10).join(f"- {line}" for line in LICENSES)}
 """
+
+
+# --- The dataset's facts, rendered twice: the card (README.md) and croissant.json ----------------------
+
+
+#: The file of the Croissant metadata inside the dataset folder.
+CROISSANT_FILE = "croissant.json"
+#: The Croissant version ``croissant.json`` conforms to (``conformsTo``).
+CROISSANT_VERSION = "http://mlcommons.org/croissant/1.1"
+DATASET_TITLE = "WinoGAViL-style association benchmark"
+#: The licenses and attribution of the data, one statement each (card: a list; Croissant: in ``description``).
+LICENSES = [
+    "Annotations from the WinoGAViL release: CC-BY 4.0, non-commercial research use. Bitton, Bitton Guetta,\n"
+    '  Yosef, Elovici, Bansal, Stanovsky, Schwartz (2022), "WinoGAViL: Gamified Association Benchmark to\n'
+    '  Challenge Vision-and-Language Models", NeurIPS Datasets and Benchmarks.',
+    "Concepts and SWOW-baseline associations derive from SWOW-EN: De Deyne, Navarro, Perfors, Brysbaert &\n"
+    "  Storms (2019), Behavior Research Methods 51:987-1006 (CC BY-NC-ND 3.0).",
+    "Images keep the licenses of their sources (see the crawl table's `source_url`); sample images: see\n"
+    "  `data/sample/images/ATTRIBUTION.md`.",
+]
+#: The licenses' addresses (Croissant ``license``): the annotations', then the SWOW-EN concepts'.
+LICENSE_URLS = ["https://creativecommons.org/licenses/by/4.0/", "https://creativecommons.org/licenses/by-nc-nd/3.0/"]
+CITATION = (
+    "@inproceedings{bitton2022winogavil, title={WinoGAViL: Gamified Association Benchmark to Challenge"
+    " Vision-and-Language Models}, author={Bitton, Yonatan and Bitton Guetta, Nitzan and Yosef, Ron and"
+    " Elovici, Yuval and Bansal, Mohit and Stanovsky, Gabriel and Schwartz, Roy}, booktitle={Advances in"
+    " Neural Information Processing Systems (Datasets and Benchmarks Track)}, year={2022}}"
+)
+#: Facts this version of the project does not record, said so rather than claimed.
+NOT_RECORDED = "not recorded by this version"
+
+
+class DatasetFacts(TypedDict):
+    """What the dataset card and ``croissant.json`` both say, computed once (:func:`dataset_facts`).
+
+    ``rai``: (Croissant Responsible-AI property, the card's label, its statements), in the order the
+    card lists them; a single-valued property's statements are joined with spaces."""
+
+    version: str  # 1.<round>.<patch>
+    instances: int  # rows of the benchmark (benchmark.csv)
+    dataset_instances: int  # rows of the dataset folder (every candidate has an image)
+    left_out: int  # benchmark rows left out of the folder
+    images: int  # distinct images in the folder
+    copy_images: bool  # images embedded (True) or paths relative to the project root
+    by_num_candidates: list[tuple[int, int]]  # (N, instances of the folder)
+    unknown_round: int  # folder rows whose round is not known
+    threshold: float  # select.min_solver_jaccard
+    rivals: list[tuple[int | None, str | None, str | None, int]]  # round_rivals of the benchmark
+    changelog: list[RoundChange]
+    rai: list[tuple[str, str, list[str]]]
+
+
+def dataset_facts(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame, params: Params) -> DatasetFacts:
+    """The facts of the dataset folder (``ds``: its rows, :func:`dataset_table`) and the benchmark
+    (``bench``, :func:`benchmark_table`; ``selection``: every instance with its fate), from data and
+    params alone (no clock, no absolute path): what :func:`dataset_card` and :func:`croissant_metadata`
+    render."""
+    _, version = dataset_version(bench["round"], params.export.patch)
+    by_n = ds["num_candidates"].value_counts().sort_index()
+    log = changelog(selection)
+    rivals = round_rivals(bench)
+    facts: DatasetFacts = {
+        "version": version,
+        "instances": len(bench),
+        "dataset_instances": len(ds),
+        "left_out": len(bench) - len(ds),
+        "images": len({c for cands in ds["candidates"] for c in cands}),
+        "copy_images": params.export.copy_images,
+        "by_num_candidates": [(int(cast(int, n)), int(c)) for n, c in by_n.items()],  # stubs: labels are Hashable
+        "unknown_round": int(ds["round"].isna().sum()),
+        "threshold": params.select.min_solver_jaccard,
+        "rivals": rivals,
+        "changelog": log,
+        "rai": [],
+    }
+    facts["rai"] = rai_statements(facts)
+    return facts
+
+
+def _rival_text(r: int | None, model: str | None, weights: str | None, n: int) -> str:
+    where = "rounds not known" if r is None else f"round {r}"
+    count = f"{n} instance{'' if n == 1 else 's'}"
+    return f"{where.capitalize()}: {model or 'rival not recorded'} / {weights or 'weights not recorded'} ({count})."
+
+
+def _collection_statements(facts: DatasetFacts) -> list[str]:
+    """``rai:dataCollection``: how and when each collection round was collected, as far as recorded."""
+    out = []
+    for e in facts["changelog"]:
+        r, counts = e["round"], f"{e['published']} published, {e['retired']} retired"
+        if r == 0:
+            out.append(
+                f"Round 0 ({counts}): the WinoGAViL release, associations created and solved by players of the"
+                " WinoGAViL game (Bitton et al. 2022), as published; collection dates: those of the release,"
+                f" {NOT_RECORDED}."
+            )
+        elif r is None:
+            out.append(f"Round not known ({counts}): imported without a collection round.")
+        else:
+            out.append(
+                f"Round {r} ({counts}): associations created by spymasters in this project's game against the"
+                " round's rival and solved by other players; collection dates: the game store keeps each"
+                f" round's opening and closing time (`gavil round list`), not carried into this export by"
+                " this version."
+            )
+    out.append(f"Consent of the players: {NOT_RECORDED}.")
+    return out
+
+
+def rai_statements(facts: DatasetFacts) -> list[tuple[str, str, list[str]]]:
+    """The Croissant Responsible-AI statements (``rai:`` vocabulary, Croissant RAI 1.0) of ``facts``:
+    (property, the card's label, statements). Facts the project does not record are said to be not
+    recorded (:data:`NOT_RECORDED`), never assumed."""
+    thr, left = facts["threshold"], facts["left_out"]
+    return [
+        ("dataCollection", "Data collection", _collection_statements(facts)),
+        ("dataCollectionType", "Collection type", ["Crowdsourcing (a game).", "Web scraping (candidate images)."]),
+        (
+            "dataAnnotationProtocol",
+            "Annotation",
+            [
+                "A spymaster picks the candidates that a cue associates with, against a rival model; solvers"
+                f" pick K candidates for the cue; an instance is published when its solvers' mean Jaccard is >= {thr}.",
+            ],
+        ),
+        (
+            "dataAnnotationPlatform",
+            "Annotators' platform",
+            [
+                "Round 0: the WinoGAViL game (Bitton et al. 2022).",
+                "Later rounds: this project's web game (`gavil game`).",
+            ],
+        ),
+        ("annotatorDemographics", "Annotators' demographics", [f"Annotators' demographics: {NOT_RECORDED}."]),
+        ("machineAnnotationTools", "Rival per round", [_rival_text(*r) for r in facts["rivals"]]),
+        (
+            "dataPreprocessingProtocol",
+            "Images",
+            [
+                "Candidate images are crawled per concept from web image search; OCR rejects images that show"
+                f" their concept's word; an instance is in this folder only when every candidate has an accepted image ({left} left out).",
+                f"Image review by a person: {NOT_RECORDED}.",
+            ],
+        ),
+        (
+            "personalSensitiveInformation",
+            "Personal and sensitive information",
+            [
+                "No player id is exported (the pipeline keeps players' ids only as keyed hashes).",
+                f"Images are web images and may show people; a review for personal information: {NOT_RECORDED}.",
+            ],
+        ),
+        (
+            "dataBiases",
+            "Known biases",
+            [
+                "Associations are those of each round's players, whose demographics are not recorded.",
+                "Instances were made to fool each round's rival model: that model and similar ones may score lower.",
+            ],
+        ),
+        (
+            "dataLimitations",
+            "Limitations",
+            [
+                "English cues and concepts only (SWOW-EN).",
+                "Rounds have different rivals: compare per-round scores with care.",
+                f"Instances without an image for every candidate are left out of this folder ({left}).",
+            ],
+        ),
+        ("dataUseCases", "Intended use", ["Evaluating vision-and-language models (split test); not for training."]),
+    ]
+
+
+#: The Croissant JSON-LD context (Croissant 1.1's, as ``mlcroissant`` writes it, with the RAI prefix).
+CROISSANT_CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "arrayShape": "cr:arrayShape",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "containedIn": "cr:containedIn",
+    "cr": "http://mlcommons.org/croissant/",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/",
+    "equivalentProperty": "cr:equivalentProperty",
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileObject": "cr:fileObject",
+    "fileProperty": "cr:fileProperty",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isArray": "cr:isArray",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "rai": "http://mlcommons.org/croissant/RAI/",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "samplingRate": "cr:samplingRate",
+    "sc": "https://schema.org/",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+#: The RAI properties that take one text (the others take a list).
+_RAI_SINGLE = {"dataCollection", "annotationsPerItem", "dataSocialImpact", "dataReleaseMaintenancePlan"}
+_CR_TYPES = {"string": "sc:Text", "int64": "sc:Integer", "float64": "sc:Float"}
+
+
+def _croissant_field(record_set: str, name: str, kind: str, typ: str, copy_images: bool) -> dict[str, Any]:
+    """One Croissant field of a record set: ``name``'s column of the record set's Parquet file.
+
+    ``candidate_images`` (a list of ``{bytes, path}``): with ``copy_images`` the images themselves
+    (``sc:ImageObject`` from each cell's ``bytes``; ``repeated``, which ``mlcroissant`` 1.1 decodes per
+    element), otherwise each cell's ``path`` (text: the file relative to the project root)."""
+    source: dict[str, Any] = {"extract": {"column": name}, "fileObject": {"@id": f"{record_set}.parquet"}}
+    field: dict[str, Any] = {"@id": f"{record_set}/{name}", "@type": "cr:Field", "name": name, "source": source}
+    if typ == "image":
+        source["transform"] = {"jsonPath": "bytes" if copy_images else "path"}
+        return field | {"dataType": "sc:ImageObject" if copy_images else "sc:Text", "repeated": True}
+    field["dataType"] = _CR_TYPES[typ]
+    if kind == "list":
+        field |= {"arrayShape": "-1", "isArray": True}
+    return field
+
+
+def croissant_metadata(facts: DatasetFacts, configs: list[DatasetConfig], files: dict[str, str]) -> dict[str, Any]:
+    """The Croissant 1.1 JSON-LD of the dataset folder (``croissant.json``), from ``facts``
+    (:func:`dataset_facts`, the card's facts) with the RAI vocabulary: one ``cr:FileObject`` per
+    Parquet file of ``configs`` (``files``: its path relative to the folder -> sha256) and one
+    ``cr:RecordSet`` per config (``default``, ``round_<r>``), its fields the dataset's columns
+    (:data:`schemas.export.HF_FEATURES`), keyed by ``ID``. No date, no absolute path."""
+    dist = [
+        {"@id": f"{c['name']}.parquet", "@type": "cr:FileObject", "contentUrl": c["path"]}
+        | {"encodingFormat": "application/x-parquet", "name": f"{c['name']}.parquet", "sha256": files[c["path"]]}
+        for c in configs
+    ]
+    record_sets = [
+        {
+            "@id": c["name"],
+            "@type": "cr:RecordSet",
+            "description": f"Config {c['name']} of the dataset folder ({c['num_examples']} instances, `{c['path']}`).",
+            "field": [_croissant_field(c["name"], *f, facts["copy_images"]) for f in HF_FEATURES],
+            "key": {"@id": f"{c['name']}/ID"},
+            "name": c["name"],
+        }
+        for c in configs
+    ]
+    doc: dict[str, Any] = {
+        "@context": CROISSANT_CONTEXT,
+        "@type": "sc:Dataset",
+        "citeAs": CITATION,
+        "conformsTo": CROISSANT_VERSION,
+        "description": _croissant_description(facts),
+        "distribution": dist,
+        "inLanguage": ["en"],
+        "keywords": ["commonsense-reasoning", "visual-reasoning", "vision-and-language", "association"],
+        "license": LICENSE_URLS,
+        "name": "winogavil-style-association-benchmark",
+        "recordSet": record_sets,
+        "version": facts["version"],
+    }
+    for prop, _, statements in facts["rai"]:
+        doc[f"rai:{prop}"] = " ".join(statements) if prop in _RAI_SINGLE else statements
+    return doc
+
+
+def _croissant_description(facts: DatasetFacts) -> str:
+    return (
+        f"{DATASET_TITLE}, version {facts['version']}: {facts['dataset_instances']} of the {facts['instances']}"
+        f" instances of the benchmark, each a cue, candidate images and the associations; {facts['images']}"
+        f" distinct images. Licenses and attribution: {' '.join(' '.join(s.split()) for s in LICENSES)}"
+    )
+
+
+def write_croissant(facts: DatasetFacts, configs: list[DatasetConfig], dataset_dir: Path) -> None:
+    """Write ``<dataset_dir>/croissant.json`` (:func:`croissant_metadata`): sorted keys, 2-space
+    indent, LF, a final newline, each Parquet file's sha256 from its bytes; the same inputs give the
+    same bytes."""
+    files = {c["path"]: hashlib.sha256((dataset_dir / c["path"]).read_bytes()).hexdigest() for c in configs}
+    text = json.dumps(croissant_metadata(facts, configs, files), indent=2, sort_keys=True, ensure_ascii=False)
+    with atomic_path(dataset_dir / CROISSANT_FILE, ".json") as tmp:
+        tmp.write_text(text + "\n", encoding="utf-8")
 
 
 def run(params: Params) -> Metrics:
@@ -478,6 +778,7 @@ def run(params: Params) -> Metrics:
         configs.append({"name": f"round_{r}", "path": rel, "num_bytes": size, "num_examples": len(mine)})
     with atomic_path(dataset_dir / "README.md", ".md") as tmp:
         tmp.write_text(dataset_card(bench, ds, selection, params, configs))
+    write_croissant(dataset_facts(bench, ds, selection, params), configs, dataset_dir)
     top, version = dataset_version(bench["round"], params.export.patch)
     metrics: Metrics = {
         "instances": len(bench),
