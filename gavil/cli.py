@@ -276,16 +276,27 @@ def game(
 
     from gavil.game.launch import build_game
     from gavil.game.web import create_app
+    from gavil.gamestore.store import set_synchronous
     from gavil.params import load_params
 
     p = load_params(params)
+    set_synchronous(p.game.synchronous)
     g, images = build_game(p)
     bind, at = host or p.game.host, p.game.port if port is None else port
     typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
     typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
     # proxy_headers off: uvicorn would believe X-Forwarded-For from any local client; the app reads it
     # itself, only from the proxies named in game.trusted_proxies (gavil.game.web.client_address)
-    uvicorn.run(create_app(g, images), host=bind, port=at, log_level="warning", proxy_headers=False)
+    # keep-alive 75 s: a player's connection outlives their think time, so the next request needs no new
+    # connection (and never races the server closing an idle one)
+    uvicorn.run(
+        create_app(g, images),
+        host=bind,
+        port=at,
+        log_level="warning",
+        proxy_headers=False,
+        timeout_keep_alive=75,
+    )
 
 
 @game_app.command("hits")

@@ -36,19 +36,20 @@ import logging
 import math
 import re
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from limits import RateLimitItem, parse_many
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool as run
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gavil.errors import Conflict, Expired, Forbidden, Invalid, NotFound, Refusal
 from gavil.game import flags
@@ -86,6 +87,53 @@ class Refused(GameError):
     def __init__(self, status: int, message: str, headers: dict[str, str]) -> None:
         super().__init__(status, message)
         self.headers = headers
+
+
+class Disconnected(GameError):
+    """The client closed the connection before its request body was read: nothing was done, nobody
+    reads the answer; counted (:class:`Counters`), never logged as an error."""
+
+    def __init__(self) -> None:
+        super().__init__(400, "the client disconnected before sending its whole request")
+
+
+class Counters:
+    """What one server process counts of its own traffic (``GET /api/admin/stats``): requests in
+    flight and refused as busy (:class:`Admission`), clients that disconnected mid-request."""
+
+    def __init__(self, max_in_flight: int) -> None:
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
+        self.refused_busy = 0
+        self.client_disconnects = 0
+
+
+class Admission:
+    """Admission control (ASGI middleware): at most ``counters.max_in_flight`` API requests
+    (``/api/...`` but ``/api/status``) are served at once; one more is answered at once with HTTP 503
+    and ``Retry-After`` (``retry_after_s``), so an overloaded server refuses instead of queueing for
+    seconds. The page, its files, the images and the status are never refused."""
+
+    def __init__(self, app: ASGIApp, counters: Counters, retry_after_s: int) -> None:
+        self.app, self.counters, self.retry_after_s = app, counters, retry_after_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if not path.startswith("/api/") or path == "/api/status":
+            await self.app(scope, receive, send)
+            return
+        c = self.counters
+        if c.in_flight >= c.max_in_flight:
+            c.refused_busy += 1
+            wait = str(self.retry_after_s)
+            busy = _json({"error": f"the game is busy; try again in {wait} s"}, 503, {"Retry-After": wait})
+            await busy(scope, receive, send)
+            return
+        c.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            c.in_flight -= 1
 
 
 # ------------------------------------------------------------------------------ request bodies
@@ -169,10 +217,13 @@ async def read_capped(request: Request, cap: int = MAX_BODY) -> bytes:
         if int(length) > cap:
             raise too_large
     buf = bytearray()
-    async for chunk in request.stream():
-        buf += chunk
-        if len(buf) > cap:
-            raise too_large
+    try:
+        async for chunk in request.stream():
+            buf += chunk
+            if len(buf) > cap:
+                raise too_large
+    except ClientDisconnect:
+        raise Disconnected() from None
     return bytes(buf)
 
 
@@ -206,7 +257,8 @@ async def parse(request: Request, model: type[B]) -> B:
 
 # ------------------------------------------------------------------------------ throttles
 class Throttle:
-    """Moving-window rate limits (the ``limits`` library, in-memory storage) for one app.
+    """Moving-window rate limits for one app, kept in its memory (rules in the ``limits`` notation,
+    counted here: a window per rule, key and limit holds the times of the requests it let in).
 
     Rules (``game`` params, ``limits`` notation such as ``30/minute; 100/hour``):
     ``join_address`` and ``join_code`` (every ``POST /api/join``, keyed by client address and
@@ -215,10 +267,17 @@ class Throttle:
     ``submissions_per_minute`` per account), ``read_account`` (every other request of an
     account), ``unauthenticated`` (requests with no or an unknown session token, per client
     address), ``admin_address`` and ``admin_global`` (admin-token attempts).
+
+    Cost: amortised O(1) per request (expired times leave a window from its old end; windows left
+    empty are dropped every :data:`SWEEP_EVERY` requests), where the ``limits`` library's memory
+    storage rescanned every window on a new thread every 10 ms.
     """
 
+    SWEEP_EVERY = 10_000
+
     def __init__(self, p: GameParams) -> None:
-        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.windows: dict[tuple[str, str, int], deque[float]] = {}
+        self.hits = 0
         self.rules: dict[str, tuple[list[RateLimitItem], str]] = {
             "join_address": (parse_many(p.join_limit_per_address), "join attempts from this address"),
             "join_code": (parse_many(p.join_limit_per_code), "join attempts with this code"),
@@ -238,18 +297,34 @@ class Throttle:
 
         Raises:
             Refused: 429 with ``Retry-After`` (whole seconds until the window lets one more in)
-                when any of the rule's limits is already reached (the refused request is not counted).
+                when any of the rule's limits is already reached (the refused request is not counted
+                under that limit nor the ones after it).
         """
         limits, what = self.rules[rule]
-        for lim in limits:
-            if not self.limiter.hit(lim, rule, key):
-                reset = self.limiter.get_window_stats(lim, rule, key).reset_time
-                wait = max(1, math.ceil(reset - time.time()))
+        now = time.monotonic()
+        self._sweep(now)
+        for i, lim in enumerate(limits):
+            window = self.windows.setdefault((rule, key, i), deque())
+            span = lim.get_expiry()
+            while window and window[0] <= now - span:
+                window.popleft()
+            if len(window) >= lim.amount:
+                wait = max(1, math.ceil(window[0] + span - now))
                 raise Refused(
                     429,
                     f"too many {what} (limit {lim}); slow down and try again in {wait} s",
                     {"Retry-After": str(wait)},
                 )
+            window.append(now)
+
+    def _sweep(self, now: float) -> None:
+        """Every :data:`SWEEP_EVERY` hits: drop the windows whose every time has expired."""
+        self.hits += 1
+        if self.hits % self.SWEEP_EVERY:
+            return
+        longest = {rule: max(lim.get_expiry() for lim in limits) for rule, (limits, _) in self.rules.items()}
+        for k in [k for k, w in self.windows.items() if not w or w[-1] <= now - longest[k[0]]]:
+            del self.windows[k]
 
 
 Networks = list[ipaddress.IPv4Network | ipaddress.IPv6Network]
@@ -304,6 +379,21 @@ class Context:
         self.trusted: Networks = [ipaddress.ip_network(n, strict=False) for n in game.p.trusted_proxies]
         self.admin_lock = asyncio.Lock()  # refused admin attempts wait one at a time: slowed server-wide
         self.log = logging.getLogger("gavil.game")
+        self.counters = Counters(game.p.max_in_flight)
+        # session token -> player id of tokens seen (a token never changes its player): no store read,
+        # no thread hop, for an account's later requests; bounded, emptied when full
+        self.players: dict[str, str] = {}
+
+    async def player_of(self, token: str) -> str | None:
+        """The player id of ``token`` (:meth:`gavil.game.service.Game.lookup`, remembered), or None."""
+        pid = self.players.get(token)
+        if pid is None:
+            pid = await run(self.game.lookup, token)
+            if pid is not None:
+                if len(self.players) >= 100_000:
+                    self.players.clear()
+                self.players[token] = pid
+        return pid
 
     def address(self, request: Request) -> str:
         """The client's address (:func:`client_address` with this app's trusted proxies)."""
@@ -318,7 +408,7 @@ class Context:
             Refused: 429 (a budget is spent, :meth:`Throttle.hit`).
         """
         token = _token(request)
-        pid = await run(self.game.lookup, token) if token else None
+        pid = await self.player_of(token) if token else None
         if pid is None:
             self.throttle.hit("unauthenticated", self.address(request))
             raise GameError(401, "join the game first" if not token else "unknown session: join the game again")
@@ -500,6 +590,18 @@ def admin_routes(ctx: Context) -> list[Route]:
         await ctx.admin(request)
         return _json(await run(game.export))
 
+    async def admin_stats(request: Request) -> Response:
+        await ctx.admin(request)
+        c = ctx.counters
+        return _json(
+            {
+                "in_flight": c.in_flight,
+                "max_in_flight": c.max_in_flight,
+                "refused_busy": c.refused_busy,
+                "client_disconnects": c.client_disconnects,
+            }
+        )
+
     async def admin_flags(request: Request) -> Response:
         await ctx.admin(request)
         return _json(await run(flags.queue, game))
@@ -515,16 +617,20 @@ def admin_routes(ctx: Context) -> list[Route]:
         Route("/api/admin/export", admin_export),
         Route("/api/admin/invitations", admin_invitations, methods=["POST"]),
         Route("/api/admin/flags", admin_flags, methods=["GET"]),
+        Route("/api/admin/stats", admin_stats, methods=["GET"]),
         Route("/api/admin/flags/review", admin_review, methods=["POST"]),
     ]
 
 
 async def on_error(request: Request, exc: Exception) -> Response:
     """A refusal as JSON ``{"error": message}``: a domain error (:class:`gavil.errors.Refusal`) with
-    its :data:`STATUS`, a :class:`GameError` with its own (and a :class:`Refused`'s headers)."""
+    its :data:`STATUS`, a :class:`GameError` with its own (and a :class:`Refused`'s headers); a
+    :class:`Disconnected` client is counted (``app.state.counters``), its answer goes nowhere."""
     if isinstance(exc, Refusal):
         return _json({"error": exc.message}, refusal_status(exc))
     assert isinstance(exc, GameError)
+    if isinstance(exc, Disconnected):
+        request.app.state.counters.client_disconnects += 1
     return _json({"error": exc.message}, exc.status, exc.headers if isinstance(exc, Refused) else None)
 
 
@@ -541,4 +647,11 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
         yield
         await run(game.close)
 
-    return Starlette(routes=routes, exception_handlers={GameError: on_error, Refusal: on_error}, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        exception_handlers={GameError: on_error, Refusal: on_error},
+        lifespan=lifespan,
+        middleware=[Middleware(Admission, counters=ctx.counters, retry_after_s=game.p.busy_retry_after_s)],
+    )
+    app.state.counters = ctx.counters
+    return app

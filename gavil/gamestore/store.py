@@ -2,8 +2,8 @@
 
 Shared by the game server (:mod:`gavil.game`, the writer) and the ``import_annotations``
 stage (a reader); it knows SQL and nothing of HTTP (its refusals are :mod:`gavil.errors`' domain
-errors, which the web app maps to statuses). Every submission is one ``BEGIN IMMEDIATE`` transaction (writers queue on
-SQLite's lock, ``busy_timeout`` 30 s), committed with ``synchronous=FULL`` before the server
+errors, which the web app maps to statuses). Every submission is one ``BEGIN IMMEDIATE`` transaction (the writers of one process take turns
+(:class:`Writers`), those of several processes queue on SQLite's lock, ``busy_timeout`` 30 s), committed with ``synchronous=FULL`` before the server
 answers: an acknowledged submission is in the WAL on disk, so killing the server (``kill -9``)
 loses nothing acknowledged, and a submission killed mid-way leaves no partial row. Uniqueness
 (one answer per solver and instance, one cue per task and normalised cue, one instance per
@@ -46,6 +46,10 @@ annotator key before anything leaves it):
   fraction; ``lease_id`` the served task it answered (null for version-1 rows).
 - ``leases(lease_id, instance_id, solver_id, issued_at, expires_at)``: solve work the server
   handed to one player, not yet answered (an answer deletes it, in the same transaction).
+  Version 6 adds ``counted`` to ``leases`` (1: the lease holds one of the association's
+  ``select.min_solvers`` places; 0: a pending or failed solver's, which holds none) and to
+  ``solves`` (1/0: whether the answer counted when it was given, :func:`gavil.domain.gold.counts`;
+  null for answers stored before version 6).
 - ``flags(flag_id, instance_id, player_id, category, reason, created_at)`` (version 5): a
   player's flag on an association they were served, one per player and association; ``category``
   one of :data:`gavil.domain.flags.FLAG_CATEGORIES`, ``reason`` cleaned free text (at most 200
@@ -65,6 +69,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,7 +81,7 @@ from gavil.gamestore.migrations import MIGRATIONS
 from gavil.gamestore.review import read_flags
 
 STORE_FILE = "game.sqlite"
-SCHEMA_VERSION = 5  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+SCHEMA_VERSION = 6  # PRAGMA user_version of a store this code writes; older ones are migrated on open
 
 
 class GameStoreError(GavilError):
@@ -156,10 +161,29 @@ def check_store_path(path: str | Path) -> bool:
     raise _fail(path, f"{what}, not an SQLite file", "move it away, or restore game.sqlite from a backup")
 
 
+#: ``PRAGMA synchronous`` of every connection :func:`connect` opens in this process (the game
+#: server sets it once from ``game.synchronous``, :func:`set_synchronous`): ``FULL`` (default), a
+#: commit is on disk (fsync) before it returns; ``NORMAL``, in the OS's hands: it survives the
+#: process being killed, not a power cut or an OS crash.
+SYNCHRONOUS = {"value": "FULL"}
+
+
+def set_synchronous(value: str) -> None:
+    """Set :data:`SYNCHRONOUS` (``FULL`` or ``NORMAL``) for the connections opened from now on.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if value.upper() not in ("FULL", "NORMAL"):
+        raise ValueError(f"synchronous must be FULL or NORMAL, not {value!r}")
+    SYNCHRONOUS["value"] = value.upper()
+
+
 def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit: :func:`transaction`), WAL,
-    ``synchronous=FULL``, foreign keys on, rows as :class:`sqlite3.Row`. When ``create``: the
-    folder and schema are created and an older store is migrated to :data:`SCHEMA_VERSION`.
+    ``synchronous`` as :data:`SYNCHRONOUS` (``FULL`` unless the game set it), foreign keys on, rows
+    as :class:`sqlite3.Row`. When ``create``: the folder and schema are created and an older store
+    is migrated to :data:`SCHEMA_VERSION`.
 
     Raises:
         StoreTooNew: the store's version is above :data:`SCHEMA_VERSION` (any ``create``).
@@ -171,12 +195,13 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     if check_store_path(path) and path.stat().st_size and _header(path) != _SQLITE_MAGIC:
         raise _fail(path, "not an SQLite database (wrong file header)", "move it away, or restore it from a backup")
-    con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False, factory=StoreConnection)
+    con.writers = _writers(path)
     try:
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA busy_timeout = 30000")
         con.execute("PRAGMA journal_mode = WAL")
-        con.execute("PRAGMA synchronous = FULL")
+        con.execute(f"PRAGMA synchronous = {SYNCHRONOUS['value']}")
         con.execute("PRAGMA foreign_keys = ON")
         if create:
             _migrate(con, path)
@@ -188,18 +213,71 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
     return con
 
 
+class Writers:
+    """The writers of one store file in this process: they take turns on :attr:`lock` (a handover
+    the moment it is free) before SQLite's own write lock, whose busy handler would otherwise make
+    them poll with sleeps of up to 100 ms; :attr:`waiting` counts those queued for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.waiting = 0
+        self.count_lock = threading.Lock()
+
+
+_WRITERS: dict[str, Writers] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def _writers(path: Path) -> Writers:
+    """The one :class:`Writers` of the store file at ``path`` in this process."""
+    key = str(path.resolve())
+    with _WRITERS_LOCK:
+        return _WRITERS.setdefault(key, Writers())
+
+
+class StoreConnection(sqlite3.Connection):
+    """A connection of :func:`connect`: it knows the :class:`Writers` of its store file."""
+
+    writers: Writers | None = None
+
+
 @contextmanager
 def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any exception): one submission; then a
-    FULL checkpoint (:func:`checkpoint`)."""
+    checkpoint unless another writer of this process is already queued (the last of a burst
+    checkpoints: the main file is current whenever the writers are idle, and a busy server does not
+    pay a checkpoint, its slowest part, per write). Writers of one process take turns
+    (:class:`Writers`) on a connection of :func:`connect`, and checkpoint after their turn
+    (``PASSIVE``: it never waits, so the next writer need not wait for it); across processes
+    SQLite's lock decides. On any other connection: a FULL :func:`checkpoint` after each commit."""
+    writers = con.writers if isinstance(con, StoreConnection) else None
+    if writers is None:
+        with _one_transaction(con):
+            yield con
+        checkpoint(con)
+        return
+    with writers.count_lock:
+        writers.waiting += 1
+    with writers.lock:
+        with writers.count_lock:
+            writers.waiting -= 1
+        with _one_transaction(con):
+            yield con
+        idle = not writers.waiting
+    if idle:
+        con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+@contextmanager
+def _one_transaction(con: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, ``ROLLBACK`` on any exception."""
     con.execute("BEGIN IMMEDIATE")
     try:
-        yield con
+        yield
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    checkpoint(con)
 
 
 def live_lease(con: sqlite3.Connection, table: str, lease_id: str, pid: str, now: float) -> sqlite3.Row:
@@ -421,7 +499,8 @@ def read_submissions(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[
                 "instance_id": r["instance_id"],
                 "solver_id": r["solver_id"],
                 "selection": json_cell(path, "solves", f"seq {r['seq']}", "selection", r["selection"]),
+                "created_at": r["created_at"],
             }
-            for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['solves'])} FROM solves ORDER BY seq")
+            for r in con.execute(f"SELECT {', '.join(READ_COLUMNS['solves'])}, created_at FROM solves ORDER BY seq")
         ]
         return creations, solves

@@ -102,6 +102,13 @@ class GameParams(Section):
     serve_af_variant: bool = runtime_field(False)
     # seconds a served solve task stays reserved for its player; an answer after it is refused
     lease_s: PosInt = runtime_field(600)
+    # admission control: API requests one server process serves at once; one more is refused at once
+    # with HTTP 503 + Retry-After (busy_retry_after_s, seconds) instead of queueing (docs/game.md "Load")
+    max_in_flight: PosInt = runtime_field(48)
+    busy_retry_after_s: Annotated[int, Field(ge=1, le=600)] = runtime_field(2)
+    # the store's PRAGMA synchronous: "full" (a commit is on disk before the answer) or "normal" (it
+    # survives the server being killed, not a power cut or an OS crash)
+    synchronous: Literal["full", "normal"] = runtime_field("full")
     # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
     # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
     bonus_min_solvable: Annotated[float, Field(ge=0, le=1)] = runtime_field(0.8)
