@@ -133,6 +133,12 @@ class Flags(StrictModel):
     reviewer: Series[str] = pa.Field(nullable=True)
     reviewed_at: Series[float] = pa.Field(nullable=True, description="Unix seconds", metadata=exact("stored"))
     source_file: Series[str] = pa.Field(description="<game store>#flags")
+    weight: Series[bool] = pa.Field(
+        description="the reporter counts (game.gold on: passed the gold check; off: every reporter)"
+    )
+    holds: Series[bool] = pa.Field(
+        description="open, of weight, and the instance's open reports of weight hold an unpublished instance out"
+    )
 
     @pa.dataframe_check(error="one flag per player per instance")
     def one_flag(cls, df: pd.DataFrame) -> bool:

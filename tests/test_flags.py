@@ -22,6 +22,7 @@ from gavil.game.service import Game
 from gavil.game.variant import VariantInstance
 from gavil.game.web import create_app
 from gavil.gamestore.store import SCHEMA_VERSION, StoreTooNew, connect, read_submissions, store_file
+from gavil.params.game import FlagParams
 from gavil.pipeline import catalog
 from stages.export import benchmark_table, to_release_csv
 from stages.import_annotations import import_all
@@ -199,7 +200,7 @@ def test_categories_and_reasons_are_checked(project, games, category, reason, wh
 
 
 def test_the_admin_reviews_the_queue_keep_reopens_on_a_new_flag_and_retire_is_final(project, games):
-    s = Play(project, games)
+    s = Play(project, games, flags={"min_reporters": 1})  # gold checks off: one reporter carries weight
     spy = s.player("Spy")
     space, night = s.made(spy, "space"), s.made(spy, "night")
     players = [s.player(n) for n in ("Ann", "Bob", "Cid", "Dee")]
@@ -234,7 +235,7 @@ def test_the_admin_reviews_the_queue_keep_reopens_on_a_new_flag_and_retire_is_fi
         "flags_reviewed": 2,
         "state": "kept",
     }
-    assert s.review(space, "retire").status_code == 409  # nothing open to review
+    assert s.review(space, "keep").status_code == 409  # nothing open to keep (a retire would be the admin's act)
     assert [i["instance_id"] for i in s.queue()["instances"]] == [night]
     t = s.task(cid)
     assert t is not None and t["instance_id"] == space  # kept: served again
@@ -312,7 +313,7 @@ def test_every_older_store_migrates_to_flags_and_keeps_its_rows(tmp_path, versio
     assert [c["flags"] for c in before] == [[]]
     connect(path).close()
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     con.execute(
         "INSERT INTO flags (instance_id, player_id, category, reason, created_at) VALUES ('g1', 'p2', 'wrong', '', 12)"
     )
@@ -349,8 +350,10 @@ def test_every_older_store_migrates_to_flags_and_keeps_its_rows(tmp_path, versio
 # ------------------------------------------------------------------------------ the pipeline
 
 
-def _imported(project: Path) -> Any:
-    return import_all(None, [], None, KEY, game_store=store_file(project / "data/game"))
+def _imported(project: Path, min_reporters: int = 1) -> Any:
+    """The import of the game's store; ``min_reporters`` 1: with gold checks off one report carries weight."""
+    fp = FlagParams(min_reporters=min_reporters)
+    return import_all(None, [], None, KEY, game_store=store_file(project / "data/game"), flag_params=fp)
 
 
 def _answered_by_three(s: Play, cues: list[str]) -> tuple[list[str], list[dict[str, str]]]:
@@ -400,7 +403,10 @@ def test_a_flagged_instance_reaches_the_export_only_after_a_keep_and_a_retired_o
     )
 
 
-def test_a_published_instance_flagged_later_leaves_the_export_keeping_its_id_until_kept(project, games):
+def test_a_published_instance_stays_published_whatever_the_reports_until_the_admin_retires_it(project, games):
+    """A report is no veto: a published instance stays in the export with its ID whatever reports
+    say (this test once asserted the old rule, a flag taking it out); only the admin's retire takes
+    it out, recorded with who and why, its ID a gap."""
     s = Play(project, games)
     (space, night), solvers = _answered_by_three(s, ["space", "night"])
     res = _imported(project)
@@ -410,27 +416,18 @@ def test_a_published_instance_flagged_later_leaves_the_export_keeping_its_id_unt
     assert sorted(_benchmark_cues(first)) == ["night", "space"]
     assert s.flag(solvers[2], space, "offensive", "a slur").status_code == 200
     res = _imported(project)
-    held = select(res.instances, res.solves, 0.8, 3, ledger, flags=res.flags)
-    row = held.set_index("instance_uid").loc[f"raw:{space}"]
-    assert row["status"] == "retired" and row["ID"] == ids["space"]  # the ledger's rule: the ID stays, a gap
-    assert (
-        row["reason"].startswith("flagged_unreviewed")
-        and "out of the export until an admin reviews it" in row["reason"]
-    )
-    assert _benchmark_cues(held) == ["night"]
-    ledger2 = update_ledger(held, ledger)
+    assert res.flags["holds"].tolist() == [True]  # of weight: it would hold an unpublished one
+    kept = select(res.instances, res.solves, 0.8, 3, ledger, flags=res.flags)
+    assert sorted(_benchmark_cues(kept)) == ["night", "space"] and dict(zip(kept["cue"], kept["ID"])) == ids
+    ledger2 = update_ledger(kept, ledger)
     assert ledger2.equals(ledger)  # the published row is untouched
-    assert s.review(space, "keep").status_code == 200
-    res = _imported(project)
-    back = select(res.instances, res.solves, 0.8, 3, ledger2, flags=res.flags)
-    assert sorted(_benchmark_cues(back)) == ["night", "space"] and dict(zip(back["cue"], back["ID"])) == ids
-    # a retire by review is final: the published ID stays a gap
     assert s.flag(solvers[1], night, "wrong", "").status_code == 200
     assert s.review(night, "retire", "wrong images").status_code == 200
     res = _imported(project)
     gone = select(res.instances, res.solves, 0.8, 3, ledger2, flags=res.flags).set_index("instance_uid")
     assert gone.loc[f"raw:{night}", "status"] == "retired" and gone.loc[f"raw:{night}", "ID"] == ids["night"]
-    assert gone.loc[f"raw:{night}", "reason"].startswith("retired_by_review: wrong images")
+    assert gone.loc[f"raw:{night}", "reason"].startswith("retired_by_review: wrong images (reviewer admin)")
+    assert gone.loc[f"raw:{space}", "status"] == "selected"
 
 
 def test_the_flags_table_and_the_pages_queries_run(in_tmp, monkeypatch, games):

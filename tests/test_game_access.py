@@ -361,7 +361,7 @@ def test_a_version_2_store_is_migrated_and_its_twins_keep_their_rows(tmp_path):
         )
     con.close()
     new = connect(path)
-    assert new.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert new.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     keys = new.execute("SELECT player_id, name_key, look_key FROM players ORDER BY player_id").fetchall()
     assert len(keys) == 2 and keys[0][2] != keys[1][2] and keys[1][2].startswith(keys[0][2])  # twin suffixed
     assert new.execute("SELECT COUNT(*) FROM creations").fetchone()[0] == 2

@@ -14,9 +14,15 @@ highest flag id it saw, ``flags_through``). So:
   flags on it); else ``open`` while it has an open flag (a flag arriving after a ``keep``, by
   another player, re-opens review: the ``keep`` covered only the flags before it); else ``kept``.
 
-An association whose state is ``open`` or ``retired`` is *held*: the game serves it to no new
-solver and selection keeps it out of the benchmark (unpublished: status ``withheld``; published:
-status ``retired``, its ID kept as a gap) until a ``keep`` review; ``retired`` stays out.
+**A flag is a report, not a veto.** A report takes an association out of serving at once (the
+paper's "immediate removal until further examination"), until an admin reviews it. What it does to a
+release depends on its **weight** (:func:`reports_hold`): a report carries weight when its reporter
+*counts* (with ``game.gold.enabled``: passed the gold check; with it off every reporter counts, and
+``game.flags.min_reporters`` distinct ones are needed). Open reports of weight hold an unpublished
+instance out of the next release (status ``withheld``); reports never take a published instance
+out: only an admin's ``retire`` does (status ``retired``, its ID kept as a gap). After a ``keep``,
+only open reports of weight re-open review (and take it out of serving again): reports without
+weight leave a kept association kept. ``retired`` stays out.
 """
 
 from __future__ import annotations
@@ -89,3 +95,10 @@ def association_state(decisions: Iterable[str | None], states: Iterable[str]) ->
     if "retire" in set(decisions):
         return "retired"
     return "open" if "open" in set(states) else "kept"
+
+
+def reports_hold(counting_reporters: int, gold_enabled: bool, min_reporters: int) -> bool:
+    """Whether an association's open reports carry weight enough to hold it (module docstring):
+    ``counting_reporters`` distinct open reporters who count (gold on: passed the gold check; off:
+    every reporter) reach 1 with gold checks on, ``min_reporters`` with them off."""
+    return counting_reporters >= (1 if gold_enabled else min_reporters)

@@ -1,5 +1,12 @@
 """The game's scores (paper §2.2, Appendix A.4.1): fool-the-AI, solvable-by-humans, bonus; read
-from the store for the dashboard and leaderboard (:mod:`gavil.game.service`)."""
+from the store for the dashboard and leaderboard (:mod:`gavil.game.service`).
+
+Scores are made of answers that counted when they were given (``solves.counted``,
+:mod:`gavil.game.gold`), so a later setting (gold checks turned on, a solver failing later) never
+changes a closed round's scores or board. With gold checks on, neither the dashboard nor the board
+of all rounds (both count gold answers) shows a solver's mean Jaccard (``solver_jaccard`` null): it
+would tell a player's gold score; a round's board holds only answers to that round's associations
+(never gold), so it is shown as it was."""
 
 from __future__ import annotations
 
@@ -9,7 +16,6 @@ from statistics import fmean
 from typing import Any
 
 from gavil.domain.winogavil import solvable_by_humans
-from gavil.game.gold import uncounted
 from gavil.params.game import GameParams
 
 #: A player's gold answers with their answers (every round): the player's own scores show them alike.
@@ -28,14 +34,12 @@ def bonus(fool: int | None, solvable: float | None, p: GameParams) -> float:
 
 def creation_scores(db: sqlite3.Connection, min_solvers: int, p: GameParams) -> list[dict[str, Any]]:
     """Every creation (store order) with ``solvable`` (solvable-by-humans, a fraction; None below
-    ``min_solvers`` answers other than the spymaster's that count: :func:`gavil.game.gold.uncounted`),
-    ``bonus`` and its ``round``."""
+    ``min_solvers`` answers other than the spymaster's that counted when given), ``bonus`` and its ``round``."""
     rows = db.execute(
         "SELECT c.instance_id, c.spymaster_id, c.rival_status, c.score_fool_the_ai, c.round,"
         " (SELECT json_group_array(s.jaccard) FROM solves s WHERE s.instance_id = c.instance_id"
-        "  AND s.solver_id != c.spymaster_id AND s.solver_id NOT IN (SELECT value FROM json_each(?))) AS js"
-        " FROM creations c ORDER BY c.seq",
-        (uncounted(db, p.gold),),
+        "  AND s.solver_id != c.spymaster_id AND COALESCE(s.counted, 1) = 1) AS js"
+        " FROM creations c ORDER BY c.seq"
     ).fetchall()
     out = []
     for r in rows:
@@ -46,8 +50,9 @@ def creation_scores(db: sqlite3.Connection, min_solvers: int, p: GameParams) -> 
     return out
 
 
-def summary(creations: list[dict[str, Any]], solves: list[float]) -> dict[str, Any]:
-    """One player's scores: their creations (:func:`creation_scores` rows) and answers' Jaccards."""
+def summary(creations: list[dict[str, Any]], solves: list[float], hide_jaccard: bool = False) -> dict[str, Any]:
+    """One player's scores: their creations (:func:`creation_scores` rows) and answers' Jaccards
+    (``hide_jaccard``: gold checks on, ``solver_jaccard`` null)."""
     scored = [c for c in creations if c["score_fool_the_ai"] is not None]  # not pending or failed
     fools = [c["score_fool_the_ai"] for c in scored if c["rival_status"] == "ok"]
     untrained = [c["score_fool_the_ai"] for c in scored if c["rival_status"] == "untrained"]
@@ -58,7 +63,7 @@ def summary(creations: list[dict[str, Any]], solves: list[float]) -> dict[str, A
         "fool_the_ai_untrained": round(fmean(untrained), 1) if untrained else None,
         "solvable_by_humans": round(100 * fmean(solv), 1) if solv else None,
         "associations_solved": len(solves),
-        "solver_jaccard": round(100 * fmean(solves), 1) if solves else None,
+        "solver_jaccard": round(100 * fmean(solves), 1) if solves and not hide_jaccard else None,
         "bonus": sum(c["bonus"] for c in creations),
     }
 
@@ -69,7 +74,7 @@ def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams)
     mine = [c for c in creation_scores(db, min_solvers, p) if c["spymaster_id"] == pid]
     # gold answers are answers like any other to the player (they cannot tell them apart)
     js = [r[0] for r in db.execute(f"SELECT jaccard FROM solves WHERE solver_id = ? {_GOLD_TOO}", (pid, pid))]
-    return {"name": name, **summary(mine, js), "bonus_unit": p.bonus_unit}
+    return {"name": name, **summary(mine, js, p.gold.enabled), "bonus_unit": p.bonus_unit}
 
 
 def leaderboard(
@@ -88,6 +93,7 @@ def leaderboard(
         mine = [c for c in scores if c["spymaster_id"] == pid]
         if round_id is not None and not mine and not js:
             continue  # a round's leaderboard: the players who created or solved in it
-        rows.append({"name": name, **summary(mine, js)})
+        # the board of all rounds counts gold answers: with gold checks on it shows no mean Jaccard
+        rows.append({"name": name, **summary(mine, js, p.gold.enabled and round_id is None)})
     rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
     return list(rows[:limit])

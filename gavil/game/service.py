@@ -11,9 +11,12 @@ lease); an answer must name a live lease of its own player, and
 consumes it in the same transaction as the answer. The server, never the client, picks the association: among those
 the player did not create and has not answered, with fewer than ``select.min_solvers`` answers plus live leases, the
 closest to done first, then the oldest; never one *held* by a player's flag (open, or retired by review:
-:mod:`gavil.game.flags`). Gold items (``game.gold``, :mod:`gavil.game.gold`) come first for a new solver,
-and with them on, only answers of solvers who passed the gold check count. A player holds at most one live lease (they get it again until they answer or
-it expires). An association with ``min_solvers`` answers takes no more (HTTP 409).
+:mod:`gavil.game.flags`). Gold items (``game.gold``, :mod:`gavil.game.gold`) are interleaved with real work,
+and with them on, only answers of solvers who had passed the gold check when they answered count: each answer
+is stored with ``counted``, so no later setting changes it, and a closed round's associations, once they have
+their counted answers, are never served again. Only a counting solver's lease holds one of an association's
+``min_solvers`` places. A player holds at most one live lease (they get it again until they answer or
+it expires). An association with ``min_solvers`` counted answers takes no more counted ones (HTTP 409).
 
 Identity (``game.identity``): ``invitation`` (default) — each account needs a single-use code the operator issued
 (:meth:`Game.create_invitations`; only its sha256 is stored); ``shared_code`` — one code for all (a trusted lab only).
@@ -45,6 +48,7 @@ from gavil.domain.names import display_name_keys
 from gavil.domain.rules import positions, score_answer
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.game import admin, gold
+from gavil.game.flags import held_args
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
 from gavil.game.rules import CandidateSet as CandidateSet
@@ -57,6 +61,25 @@ from gavil.gamestore.store import checkpoint, connect, live_lease, transaction
 from gavil.params.game import GameParams
 
 MAX_INVITATIONS = 1000  # per request
+
+# an association still needs answers: its counted answers plus other players' live leases that hold a place
+_NEED = (
+    "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id AND COALESCE(s.counted, 1) = 1)"
+    " + (SELECT COUNT(*) FROM leases o WHERE o.instance_id = c.instance_id AND o.expires_at > :now"
+    " AND o.solver_id != :pid AND o.counted = 1) < :min"
+)
+# the player's live lease: a place-holding one while the association still needs it, or one that holds none
+_LIVE_LEASE = (
+    "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
+    f" WHERE l.solver_id = :pid AND l.expires_at > :now AND (l.counted = 0 OR {_NEED}) ORDER BY l.issued_at LIMIT 1"
+)
+# the association to serve next: not the player's, not answered by them, not held, still needing answers
+_PICK = (
+    "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != :pid AND NOT EXISTS"
+    " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = :pid)"
+    f" AND NOT {held('c')} AND {_NEED} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id"
+    " AND COALESCE(s.counted, 1) = 1) DESC, c.seq LIMIT 1"
+)
 
 
 def _sha(text: str) -> str:
@@ -96,6 +119,7 @@ class Game:
         checkpoint(con)
         row = con.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
         self.round: Round | None = current_round(con)  # the round this server collects
+        gold.mark_gold_since(con, params.gold, self.clock())
         con.close()
         if self.round is None:
             print(f"game: {NO_ROUND_CONSOLE}", file=sys.stderr)
@@ -372,45 +396,29 @@ class Game:
     def solve_task(self, token: str, issue: bool = True) -> dict[str, Any] | None:
         """Lease the association this player should solve next (module docstring), or None. With
         ``issue`` false only the player's live lease is returned, if any: a read, nothing written.
-        A player still in the gold phase is served a gold item first (:mod:`gavil.game.gold`).
+        With gold checks on, a gold item instead on the player's gold turns (:mod:`gavil.game.gold`).
 
         Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
         (sha256 in candidate order), ``k`` and ``expires_in_s``."""
         pid = self.player(token)
         now = self.clock()
-        if gold.in_gold_phase(self.db, pid, self.p.gold):
-            task = gold.gold_task(self.db, pid, now, self.p.lease_s, issue)
-            if task is not None:
-                return dict(task)
-        need = (  # answers that count (gold check: gavil.game.gold) plus other players' live leases
-            "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id NOT IN"
-            " (SELECT value FROM json_each(:out))) + (SELECT COUNT(*) FROM leases o"
-            " WHERE o.instance_id = c.instance_id AND o.expires_at > :now AND o.solver_id != :pid) < :min"
-        )
-        live = (
-            "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
-            f" WHERE l.solver_id = :pid AND l.expires_at > :now AND {need} ORDER BY l.issued_at LIMIT 1"
-        )
-        args = {"pid": pid, "now": now, "min": self.min_solvers, "out": gold.uncounted(self.db, self.p.gold)}
-        lease = self.db.execute(live, args).fetchone()
+        if (task := gold.live_gold(self.db, pid, now)) is not None:
+            return dict(task)
+        args = {"pid": pid, "now": now, "min": self.min_solvers, **held_args(self.db, self.p)}
+        lease = self.db.execute(_LIVE_LEASE, args).fetchone()
         if lease is None and not issue:
             return None
         if lease is None:
             with transaction(self.db) as db:
-                lease = db.execute(live, args).fetchone()
+                if (task := gold.live_gold(db, pid, now)) is not None:
+                    return dict(task)
+                lease = db.execute(_LIVE_LEASE, args).fetchone()
                 if lease is None:
                     db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
-                    pick = db.execute(
-                        "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != :pid AND NOT EXISTS"
-                        " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = :pid)"
-                        f" AND NOT {held('c')} AND {need} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id)"
-                        " DESC, c.seq LIMIT 1",
-                        args,
-                    ).fetchone()
-                    if pick is None:
-                        return None
-                    lease = (secrets.token_urlsafe(18), pick[0], now + self.p.lease_s)
-                    db.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?)", (lease[0], lease[1], pid, now, lease[2]))
+                    picked = self._new_lease(db, pid, now, args)
+                    if picked is None or isinstance(picked, dict):
+                        return None if picked is None else dict(picked)
+                    lease = picked
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease[1],)).fetchone()
         return {
             "lease_id": lease[0],
@@ -421,42 +429,73 @@ class Game:
             "expires_in_s": max(0, int(lease[2] - now)),
         }
 
+    def _new_lease(
+        self, db: sqlite3.Connection, pid: str, now: float, args: dict[str, object]
+    ) -> tuple[str, str, float] | gold.SolveTask | None:
+        """Inside :meth:`solve_task`'s transaction: a gold task on the player's gold turn (or when no
+        real work is left for them), else a new lease on the association to solve next, stored with
+        ``counted`` (whether it holds a place: the player's answers count now); None when nothing is left."""
+        g = self.p.gold
+        if gold.gold_turn_now(db, pid, g) and (task := gold.new_gold(db, pid, now, self.p.lease_s, self.min_solvers)):
+            return task
+        if g.enabled and len(gold.gold_jaccards(db, pid)) < g.items:
+            return None  # not yet checked: no real work (no gold item is left for them either)
+        pick = db.execute(_PICK, args).fetchone()
+        if pick is None:
+            return gold.new_gold(db, pid, now, self.p.lease_s, self.min_solvers) if g.enabled else None
+        lease = (secrets.token_urlsafe(18), str(pick[0]), now + self.p.lease_s)
+        db.execute(
+            "INSERT INTO leases (lease_id, instance_id, solver_id, issued_at, expires_at, counted)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (*lease[:2], pid, now, lease[2], int(gold.counts_now(db, pid, g))),
+        )
+        return lease
+
     def solve(self, token: str, lease_id: object, selection: object) -> dict[str, Any]:
         """Store one answer to the task ``lease_id`` served to this player (one transaction that
-        also consumes the lease); returns its Jaccard and the spymaster's images.
+        also consumes the lease); returns its Jaccard and the spymaster's images (with gold checks
+        on, neither, for every answer: :func:`gavil.game.gold.reply`). The answer is stored with
+        ``counted``: whether it counts now (:func:`gavil.game.gold.counts_now`).
 
         Raises GameError: 400 (no lease id, bad selection), 404 (no such task), 403 (served to
         another player, or one's own association), 410 (expired), 409 (already answered, or the
-        association has its ``select.min_solvers`` answers)."""
+        association has its ``select.min_solvers`` counted answers and this one would count)."""
         pid = self._submission(token)
         if not isinstance(lease_id, str) or not lease_id or len(lease_id) > 100:
             raise GameError(400, "name the solve task you were served (lease_id): get one from POST /api/solve/task")
         if gold.is_gold_lease(self.db, lease_id):  # answered like any association; scored against the gold
-            return dict(gold.answer_gold(self.db, pid, lease_id, selection, self.clock()))
+            return dict(gold.answer_gold(self.db, pid, lease_id, selection, self.clock(), self.p.gold))
         lease = self._lease(lease_id, pid)
         c = self.db.execute("SELECT * FROM creations WHERE instance_id = ?", (lease["instance_id"],)).fetchone()
         if c["spymaster_id"] == pid:
             raise GameError(403, "you created this association: other players solve it")
         answer = score_answer(c["candidates"], c["associations"], selection)
-        chosen, j = answer.chosen, answer.jaccard
         try:
             with transaction(self.db) as db:
                 self._lease(lease_id, pid)  # again, under the write lock: a concurrent replay lost
-                n = gold.counted_answers(db, c["instance_id"], self.p.gold)
-                if n >= self.min_solvers:
+                counted = gold.counts_now(db, pid, self.p.gold)
+                if counted and gold.counted_answers(db, c["instance_id"]) >= self.min_solvers:
                     db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
                     raise GameError(
                         409, f"this association already has its {self.min_solvers} answers; it takes no more"
                     )
                 db.execute(
-                    "INSERT INTO solves (instance_id, solver_id, selection, jaccard, created_at, lease_id)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (c["instance_id"], pid, json.dumps(chosen, ensure_ascii=False), j, self.clock(), lease_id),
+                    "INSERT INTO solves (instance_id, solver_id, selection, jaccard, created_at, lease_id, counted)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        c["instance_id"],
+                        pid,
+                        json.dumps(answer.chosen, ensure_ascii=False),
+                        answer.jaccard,
+                        self.clock(),
+                        lease_id,
+                        int(counted),
+                    ),
                 )
                 db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
         except sqlite3.IntegrityError:
             raise GameError(409, "you already solved this association") from None
-        return {"jaccard": j, "selection": answer.selection, "associations": answer.associations}
+        return dict(gold.reply(answer, self.p.gold))
 
     def _lease(self, lease_id: str, pid: str) -> sqlite3.Row:
         """The live lease ``lease_id`` of player ``pid``, or the GameError that says why not

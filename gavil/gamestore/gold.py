@@ -52,6 +52,7 @@ class GoldAnswer(TypedDict):
     gold_id: str
     solver_id: str
     selection: object  # a JSON list as stored; the import checks its shape
+    created_at: float  # Unix seconds: when it was answered (the import orders a solver's answers by it)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
     :func:`gavil.gamestore.store.read_submissions`, which checks the store's integrity and version.
 
     Items: ``gold_id``, ``source_uid``, ``cue``, ``candidates``, ``associations`` (lists). Answers
-    (store order): ``seq``, ``gold_id``, ``solver_id`` (as stored), ``selection`` (a list).
+    (store order): ``seq``, ``gold_id``, ``solver_id`` (as stored), ``selection`` (a list), ``created_at``.
 
     Raises:
         gavil.gamestore.store.GameStoreError: SQLite cannot read it, or a list cell is not JSON text.
@@ -142,7 +143,23 @@ def read_gold(path: str | Path) -> tuple[list[GoldRecord], list[GoldAnswer]]:
                 "gold_id": r["gold_id"],
                 "solver_id": r["solver_id"],
                 "selection": json_cell(path, "gold_answers", f"seq {r['seq']}", "selection", r["selection"]),
+                "created_at": float(r["created_at"]),
             }
-            for r in con.execute("SELECT seq, gold_id, solver_id, selection FROM gold_answers ORDER BY seq")
+            for r in con.execute("SELECT seq, gold_id, solver_id, selection, created_at FROM gold_answers ORDER BY seq")
         ]
         return items, answers
+
+
+def read_gold_since(path: str | Path) -> float | None:
+    """Since when (Unix seconds) the game checks its solvers (the ``gold_since`` setting the game
+    writes when it starts with ``game.gold.enabled``), or None: never, or nothing at ``path``.
+    Answers given before it were given unchecked."""
+    path = Path(path)
+    if not check_store_path(path):
+        return None
+    with read_snapshot(path) as con:
+        row = con.execute("SELECT value FROM settings WHERE key = 'gold_since'").fetchone()
+        try:
+            return None if row is None else float(row[0])
+        except ValueError:
+            return None

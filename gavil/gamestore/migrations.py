@@ -113,12 +113,23 @@ CREATE TABLE gold_flags(
   reason TEXT NOT NULL CHECK (length(reason) <= 200), created_at REAL NOT NULL, PRIMARY KEY (gold_id, player_id));
 """
 
+# version 5 -> 6, answers that count (gavil.domain.gold.counts): each answer records whether it counted when
+# it was given (null: stored before version 6, counted as the game counted it then), and each lease whether
+# it holds one of an association's select.min_solvers places (a pending or failed solver's lease holds none)
+_COUNTED_V6 = """
+ALTER TABLE solves ADD COLUMN counted INTEGER CHECK (counted IN (0, 1));
+ALTER TABLE leases ADD COLUMN counted INTEGER NOT NULL DEFAULT 1 CHECK (counted IN (0, 1));
+CREATE INDEX flags_player ON flags(player_id, created_at);
+CREATE INDEX gold_flags_player ON gold_flags(player_id, created_at);
+"""
+
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _TABLES_V1,
     1: _MIGRATE_1_TO_2,
     2: rekey_names,
     3: _MIGRATE_3_TO_4,
     4: _FLAGS_V5 + _GOLD_V5,
+    5: _COUNTED_V6,
 }
 """SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
 no tables; its step creates version 1's tables, then every later step applies)."""

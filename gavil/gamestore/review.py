@@ -1,4 +1,4 @@
-"""The store's flags and reviews read back (schema version 5: ``flags`` and ``flag_reviews``,
+"""The store's flags and reviews read back (schema version 5 and later: ``flags`` and ``flag_reviews``,
 :mod:`gavil.gamestore.store`), each flag with its state under the review rule
 (:mod:`gavil.domain.flags`), and the SQL test of a *held* association the game does not serve.
 
@@ -42,7 +42,7 @@ def has_flags(con: sqlite3.Connection) -> bool:
 
 def read_flags(con: sqlite3.Connection) -> dict[str, list[FlagRecord]]:
     """instance_id -> its flags (by ``flag_id``) with their states, for every association with a
-    flag. An older store (no flags tables) has none: ``{}``. Reads in the caller's transaction (one
+    flag (once an association is retired, every flag of it is ``retired`` with that review). An older store (no flags tables) has none: ``{}``. Reads in the caller's transaction (one
     snapshot with whatever else it reads)."""
     if not has_flags(con):
         return {}
@@ -54,6 +54,9 @@ def read_flags(con: sqlite3.Connection) -> dict[str, list[FlagRecord]]:
         mine = reviews.get(f["instance_id"], [])
         state, at = flag_state(int(f["flag_id"]), [(int(r["flags_through"]), str(r["decision"])) for r in mine])
         rev = None if at is None else mine[at]
+        retire = [r for r in mine if r["decision"] == "retire"]
+        if retire:  # retire is final: it decides every flag of the association, kept ones too
+            state, rev = "retired", retire[0]
         out.setdefault(f["instance_id"], []).append(
             {
                 "flag_id": int(f["flag_id"]),
@@ -73,12 +76,23 @@ def read_flags(con: sqlite3.Connection) -> dict[str, list[FlagRecord]]:
 
 
 def held(alias: str = "c") -> str:
-    """SQL that is true for a held association (an open flag, or retired by review;
-    :mod:`gavil.domain.flags`) of the ``creations`` row ``alias``: the game serves it to no new
-    solver. A flag is open when its id is above every review's ``flags_through``."""
+    """SQL that is true for a held association of the ``creations`` row ``alias``: the game serves
+    it to no new solver (:mod:`gavil.domain.flags`). Held: retired by review; or an open flag and no
+    review yet (a report takes it out of serving at once); or, after a ``keep``, open flags of weight
+    enough. A flag is open when its id is above every review's ``flags_through``.
+
+    Named parameters the query must bind: ``:anyone`` (1: every reporter carries weight, gold checks
+    off), ``:weighty`` (JSON list of the player ids whose reports carry weight when ``:anyone`` is 0)
+    and ``:need_reporters`` (distinct open reporters of weight that hold it,
+    :func:`gavil.domain.flags.reports_hold`)."""
+    through = (
+        f"COALESCE((SELECT MAX(r.flags_through) FROM flag_reviews r WHERE r.instance_id = {alias}.instance_id), 0)"
+    )
     return (
-        f"(EXISTS (SELECT 1 FROM flags f WHERE f.instance_id = {alias}.instance_id AND f.flag_id > COALESCE("
-        f"(SELECT MAX(r.flags_through) FROM flag_reviews r WHERE r.instance_id = {alias}.instance_id), 0))"
-        f" OR EXISTS (SELECT 1 FROM flag_reviews r WHERE r.instance_id = {alias}.instance_id"
-        " AND r.decision = 'retire'))"
+        f"(EXISTS (SELECT 1 FROM flag_reviews r WHERE r.instance_id = {alias}.instance_id AND r.decision = 'retire')"
+        f" OR (EXISTS (SELECT 1 FROM flags f WHERE f.instance_id = {alias}.instance_id AND f.flag_id > {through})"
+        f" AND (NOT EXISTS (SELECT 1 FROM flag_reviews r WHERE r.instance_id = {alias}.instance_id)"
+        f" OR (SELECT COUNT(DISTINCT f.player_id) FROM flags f WHERE f.instance_id = {alias}.instance_id"
+        f" AND f.flag_id > {through} AND (:anyone = 1 OR f.player_id IN (SELECT value FROM json_each(:weighty))))"
+        " >= :need_reporters)))"
     )

@@ -56,6 +56,24 @@ class GoldParams(Section):
     enabled: bool = False
     items: PosInt = 3  # gold items a new solver answers before their answers count
     min_jaccard: Fraction = 0.5  # fraction 0-1: lowest mean Jaccard over a solver's gold answers that passes
+    # gold answers below min_jaccard, after the first `items`, that fail a solver who had passed
+    strikes: PosInt = 2
+    # fraction 0-1 of a checked solver's later tasks that are gold items (drawn per solver and task)
+    rate: Fraction = runtime_field(0.2)
+
+
+class FlagParams(Section):
+    """Players' reports (flags) and their weight (docs/dynamic.md "Flags and review").
+
+    A report takes an association out of serving at once until an admin reviews it, but holds an
+    unpublished instance out of a release only with weight: with ``game.gold.enabled``, one report by
+    a solver who passed the gold check; with it off, ``min_reporters`` distinct reporters. A report
+    never takes a published instance out: only the admin's ``retire`` does.
+    """
+
+    min_reporters: PosInt = 3  # distinct reporters that hold an unpublished instance while gold checks are off
+    # reports one account may make per collection round (a round's creations and gold items alike)
+    reports_per_round: PosInt = runtime_field(10)
 
 
 class GameParams(Section):
@@ -67,6 +85,8 @@ class GameParams(Section):
     # solver checks: new solvers answer gold items (published instances) first; import_annotations
     # excludes the game answers of a solver who failed them (docs/dynamic.md)
     gold: GoldParams = GoldParams()
+    # players' reports: what holds an instance out of a release, and each account's budget
+    flags: FlagParams = FlagParams()
     host: str = runtime_field("127.0.0.1")
     port: Annotated[int, Field(ge=0, le=65535)] = runtime_field(8765)
     # who may join: "invitation" (default): each person joins with their own single-use code that

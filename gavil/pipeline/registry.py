@@ -140,6 +140,8 @@ STAGES: tuple[StageSpec, ...] = (
             "game.gold.enabled",
             "game.gold.items",
             "game.gold.min_jaccard",
+            "game.gold.strikes",
+            "game.flags.min_reporters",
         ),
         # the game's store folder: new game data re-runs the import (docs/game.md)
         external=("${annotations.release_dir}", "${annotations.raw_dir}", "${game.store_dir}"),

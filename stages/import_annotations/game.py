@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gavil.domain.flags import reports_hold
 from gavil.domain.privacy import hash_annotator
 from gavil.gamestore.store import read_submissions
-from stages.import_annotations.gold import checked_solves
+from stages.import_annotations.gold import GoldCheck, checked_solves
 from stages.import_annotations.raw import import_creation_records, import_solve_records
 from stages.import_annotations.records import ImportState, Records
 
@@ -76,29 +77,44 @@ def import_game_solves(
     path: Path,
     solves: list[dict],
     state: ImportState,
-    verdict: dict[str, tuple[str, str | None]] | None = None,
+    gold: GoldCheck | None = None,
     excluded: dict[str, int] | None = None,
 ) -> None:
-    """Import the store's solves (after every creation, batches' included); with a gold-check
-    ``verdict`` (:func:`stages.import_annotations.gold.judge`), the answers of solvers who have not
-    passed are rejected with its reason instead (counted per hashed solver in ``excluded``)."""
+    """Import the store's solves (after every creation, batches' included); with the gold check on
+    (``gold``: params, the solvers' gold timeline and the store's ``gold_since``), answers given
+    while their solver did not count are rejected with the reason instead
+    (:func:`stages.import_annotations.gold.checked_solves`; counted per hashed solver in ``excluded``)."""
     name = f"{path.as_posix()}#solves"
     records = (
-        checked_solves(name, solves, SOLVE_FIELDS, verdict, state, excluded if excluded is not None else {})
-        if verdict
+        checked_solves(
+            name,
+            solves,
+            SOLVE_FIELDS,
+            gold.timeline,
+            gold.p,
+            gold.since,
+            state,
+            excluded if excluded is not None else {},
+        )
+        if gold is not None
         else _records(solves, SOLVE_FIELDS)
     )
     state.read[name] = import_solve_records(name, records, state)
 
 
-def flag_rows(path: Path, creations: list[dict], state: ImportState) -> tuple[list[dict], int]:
+def flag_rows(
+    path: Path, creations: list[dict], state: ImportState, counting: set[str] | None, min_reporters: int
+) -> tuple[list[dict], int]:
     """The ``flags`` table's rows (:class:`schemas.annotations.Flags`): every flag of a creation
     this import accepted from the store (``instance_uid`` ``raw:<instance_id>``), by ``flag_id``,
     the player's id hashed with the annotator key; and how many flags were left out because
     their creation was rejected (their instance is in no table: nothing to hold back).
 
     Each row keeps the flag's state under the review rule (:mod:`gavil.domain.flags`) and the
-    covering review's decision, note, reviewer and time (null while open).
+    covering review's decision, note, reviewer and time (null while open), its ``weight`` (its
+    reporter counts: in ``counting``, the hashed solvers who passed the gold check; ``None``: gold
+    checks off, every reporter) and ``holds`` (open, and the association's open reports of weight
+    reach :func:`gavil.domain.flags.reports_hold`: it holds an unpublished instance out of a release).
     """
     name = f"{path.as_posix()}#creations"
     rows, dropped = [], 0
@@ -108,12 +124,16 @@ def flag_rows(path: Path, creations: list[dict], state: ImportState) -> tuple[li
         if mine is None or mine["source_file"] != name:
             dropped += len(c["flags"])
             continue
+        players = {f["flag_id"]: hash_annotator(f["player_id"], state.key) for f in c["flags"]}
+        weight = {i: counting is None or h in counting for i, h in players.items()}
+        open_ = {players[f["flag_id"]] for f in c["flags"] if f["state"] == "open" and weight[f["flag_id"]]}
+        holds = reports_hold(len(open_), counting is not None, min_reporters)
         for f in c["flags"]:
             rows.append(
                 {
                     "instance_uid": uid,
                     "flag_id": f["flag_id"],
-                    "player": hash_annotator(f["player_id"], state.key),
+                    "player": players[f["flag_id"]],
                     "category": f["category"],
                     "reason": f["reason"],
                     "flagged_at": f["created_at"],
@@ -123,6 +143,8 @@ def flag_rows(path: Path, creations: list[dict], state: ImportState) -> tuple[li
                     "reviewer": f["reviewer"],
                     "reviewed_at": f["reviewed_at"],
                     "source_file": f"{path.as_posix()}#flags",
+                    "weight": weight[f["flag_id"]],
+                    "holds": holds and f["state"] == "open" and weight[f["flag_id"]],
                 }
             )
     return sorted(rows, key=lambda r: r["flag_id"]), dropped

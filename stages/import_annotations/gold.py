@@ -6,9 +6,12 @@ gold item; a selection of exactly K distinct candidates of it) and scored again 
 selection and associations: the store is an input, so a ``jaccard`` it holds is never trusted.
 Each game solver then gets one status by :func:`gavil.domain.gold.gold_status` (the rule the game
 applies too): ``passed``, ``failed_gold_check``, ``gold_pending`` or, with the switch off,
-``not_checked``. With the switch on, every answer in the game's ``solves`` by a solver who has not
-passed goes to ``annotation_rejects`` (kind ``solve``) with the status and its reason as the
-reason, so it is kept and never counted; answers from raw and crowd batches are not checked (a
+``not_checked``. With the switch on, each answer in the game's ``solves`` is judged **at the time
+it was given** (:func:`gavil.domain.gold.counts` over the solver's gold answers stored before it):
+one given while its solver had not passed (pending, or after a failure) goes to
+``annotation_rejects`` (kind ``solve``) with that status and its reason as the reason, so it is
+kept and never counted; one given before the game started checking (the store's ``gold_since``)
+was given unchecked and counts; answers from raw and crowd batches are not checked (a
 crowd platform has its own qualifications). The ``gold_checks`` table has one row per solver judged.
 """
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -29,6 +32,15 @@ from schemas.annotations import GoldChecks
 from stages.import_annotations.records import ImportState, Records, RowError, parse_id
 
 
+class GoldCheck(NamedTuple):
+    """What judging the game's answers needs: ``game.gold`` params, the hashed solvers' gold
+    timelines (:func:`score_gold`) and the store's ``gold_since`` (None: unknown, judge every answer)."""
+
+    p: GoldParams
+    timeline: dict[str, list[tuple[float, float]]]
+    since: float | None
+
+
 def _solver(raw: object, key: bytes) -> str | None:
     """The keyed hash the import gives ``raw`` (None for an id the import rejects)."""
     try:
@@ -39,12 +51,13 @@ def _solver(raw: object, key: bytes) -> str | None:
 
 def score_gold(
     path: Path, items: list[GoldRecord], answers: list[GoldAnswer], state: ImportState
-) -> dict[str, list[float]]:
-    """Hashed solver -> Jaccards (fractions) of their valid gold answers, in store order; an
-    invalid answer is rejected (``<store>#gold_answers``, kind ``solve``) and not scored."""
+) -> dict[str, list[tuple[float, float]]]:
+    """Hashed solver -> (answered at, Unix seconds; Jaccard, a fraction) of their valid gold
+    answers, in store order; an invalid answer is rejected (``<store>#gold_answers``, kind
+    ``solve``) and not scored."""
     name = f"{path.as_posix()}#gold_answers"
     by_id = {it["gold_id"]: it for it in items}
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
     seen: set[tuple[str, str]] = set()
     for a in answers:
         it, solver, sel = by_id.get(a["gold_id"]), _solver(a["solver_id"], state.key), a["selection"]
@@ -70,7 +83,7 @@ def score_gold(
             reason = "this solver already answered this gold item"
         else:
             seen.add((a["gold_id"], solver))
-            out.setdefault(solver, []).append(jaccard(sel, assoc))
+            out.setdefault(solver, []).append((float(a["created_at"]), jaccard(sel, assoc)))
             continue
         state.reject(
             name, a["seq"], "solve", reason, {"gold_id": a["gold_id"], "solver_id": a["solver_id"], "selection": sel}
@@ -102,20 +115,32 @@ def checked_solves(
     name: str,
     solves: Sequence[Mapping[str, object]],
     fields: tuple[str, ...],
-    verdict: dict[str, tuple[str, str | None]],
+    timeline: dict[str, list[tuple[float, float]]],
+    p: GoldParams,
+    since: float | None,
     state: ImportState,
     excluded: dict[str, int],
 ) -> Records:
-    """The game's solves as records for the import, less those of solvers who have not passed the
-    gold check (switch on): each of those is rejected with ``<status>: <reason>`` and counted in
-    ``excluded`` (hashed solver -> answers)."""
+    """The game's solves as records for the import, less those given while their solver did not
+    count (switch on; module docstring): each of those is rejected with ``<status>: <reason>`` (the
+    status when it was given) and counted in ``excluded`` (hashed solver -> answers).
+
+    Args:
+        timeline: hashed solver -> (answered at, Jaccard) of their gold answers (:func:`score_gold`).
+        since: the store's ``gold_since`` (None: every answer is judged).
+    """
 
     def gen() -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
         for r in solves:
             rec, seq = {f: r[f] for f in fields}, r["seq"]
             assert isinstance(seq, int)  # the store's row number
             solver = _solver(r["solver_id"], state.key) or ""
-            status, reason = verdict.get(solver, (PASSED, None))
+            at = r.get("created_at")
+            when = float(at) if isinstance(at, (int, float)) else float("inf")
+            if since is not None and when < since:
+                yield seq, rec, None  # given before the game checked its solvers
+                continue
+            status, reason = gold_status([j for t, j in timeline.get(solver, []) if t <= when], p)
             if status in (PASSED, NOT_CHECKED):
                 yield seq, rec, None
             else:

@@ -19,10 +19,10 @@ from gavil.domain.privacy import annotator_key, key_fingerprint
 from gavil.domain.profanity import ProfanityFilter
 from gavil.domain.vocabulary import name_key
 from gavil.errors import GavilError, MissingInput
-from gavil.gamestore.gold import read_gold
+from gavil.gamestore.gold import GoldAnswer, read_gold, read_gold_since
 from gavil.gamestore.store import store_file
 from gavil.io import atomic_path
-from gavil.params.game import GoldParams
+from gavil.params.game import FlagParams, GoldParams
 from gavil.pipeline import catalog
 from schemas.annotations import AnnotationRejects, Flags, Instances, Solves
 from stages.import_annotations.crowd import import_crowd
@@ -33,7 +33,7 @@ from stages.import_annotations.game import (
     read_game,
     store_metrics,
 )
-from stages.import_annotations.gold import gold_checks, judge, score_gold
+from stages.import_annotations.gold import GoldCheck, gold_checks, judge, score_gold
 from stages.import_annotations.raw import import_creations, import_solves
 from stages.import_annotations.records import BASE_ID_COLUMNS, ImportState
 from stages.import_annotations.release import import_release_file
@@ -57,6 +57,50 @@ class ImportResult:
     gold_checks: pd.DataFrame  # schemas.annotations.GoldChecks
 
 
+def _game_solves(
+    game_store: Path | None, game_solves: list[dict[str, Any]], gold: GoldParams, state: ImportState
+) -> tuple[list[GoldAnswer], dict[str, list[float]], dict[str, tuple[str, str | None]], dict[str, int]]:
+    """Judge the game's solvers by their gold answers and import the store's solves (those given
+    while their solver did not count rejected, gold checks on: :mod:`stages.import_annotations.gold`).
+
+    Returns the gold answers read, hashed solver -> gold Jaccards (fractions, in store order), the
+    verdict per hashed solver (status, reason) and the answers excluded per hashed solver."""
+    gold_items, gold_answers = read_gold(game_store) if game_store else ([], [])
+    timeline = score_gold(game_store, gold_items, gold_answers, state) if game_store and gold_answers else {}
+    gold_js = {s: [j for _, j in v] for s, v in timeline.items()}
+    verdict = judge(gold_js, game_solves, gold, state.key)
+    excluded: dict[str, int] = {}
+    if game_store and game_solves:
+        check = GoldCheck(gold, timeline, read_gold_since(game_store)) if gold.enabled else None
+        import_game_solves(game_store, game_solves, state, check, excluded)
+    return gold_answers, gold_js, verdict, excluded
+
+
+def _flags_table(
+    game_store: Path | None,
+    game_creations: list[dict[str, Any]],
+    state: ImportState,
+    verdict: dict[str, tuple[str, str | None]] | None,
+    flag_params: FlagParams | None,
+) -> tuple[pd.DataFrame, int]:
+    """:class:`schemas.annotations.Flags` of the store's accepted creations, each flag with its
+    weight (``verdict``: the gold check's per hashed solver, gold checks on; None: off) and
+    whether it holds (:func:`stages.import_annotations.game.flag_rows`); and the flags of rejected
+    creations left out."""
+    counting = None if verdict is None else {s for s, (status, _) in verdict.items() if status == "passed"}
+    fp = flag_params or FlagParams()
+    flagged, dropped = (
+        flag_rows(game_store, game_creations, state, counting, fp.min_reporters) if game_store else ([], 0)
+    )
+    flags = pd.DataFrame(flagged, columns=list(Flags.to_schema().columns))
+    for col in ("flagged_at", "reviewed_at"):
+        flags[col] = flags[col].astype(float)
+    flags["flag_id"] = flags["flag_id"].astype(int)
+    for col in ("weight", "holds"):
+        flags[col] = flags[col].astype(bool)
+    return flags, dropped
+
+
 def import_all(
     release_dir: Path | None,
     release_files: list[dict[str, str]],
@@ -67,6 +111,7 @@ def import_all(
     identity_columns: Iterable[str] = (),
     game_store: Path | None = None,
     gold: GoldParams | None = None,
+    flag_params: FlagParams | None = None,
 ) -> ImportResult:
     """Import released files, then raw batches in name order (pure apart from reading inputs).
 
@@ -84,6 +129,8 @@ def import_all(
             data): its creations after every batch's, its solves after every batch's.
         gold: ``game.gold`` params (None: the defaults, switch off): the gold check of the game's
             solvers (:mod:`stages.import_annotations.gold`).
+        flag_params: ``game.flags`` params (None: the defaults): the weight of players' reports
+            (:func:`stages.import_annotations.game.flag_rows`).
 
     Raises:
         MissingInput: a listed release file does not exist.
@@ -100,18 +147,11 @@ def import_all(
     untrained = import_game_creations(game_store, game_creations, state) if game_store and game_creations else 0
     _import_batches(batches, "solves", crowd_files, state)
     gold = gold or GoldParams()
-    gold_items, gold_answers = read_gold(game_store) if game_store else ([], [])
-    gold_js = score_gold(game_store, gold_items, gold_answers, state) if game_store and gold_answers else {}
-    verdict = judge(gold_js, game_solves, gold, key)
-    excluded: dict[str, int] = {}
-    if game_store and game_solves:
-        import_game_solves(game_store, game_solves, state, verdict if gold.enabled else None, excluded)
+    gold_answers, gold_js, verdict, excluded = _game_solves(game_store, game_solves, gold, state)
     inst, sol, rej = _tables(state)
-    flagged, flags_dropped = flag_rows(game_store, game_creations, state) if game_store else ([], 0)
-    flags = pd.DataFrame(flagged, columns=list(Flags.to_schema().columns))
-    for col in ("flagged_at", "reviewed_at"):
-        flags[col] = flags[col].astype(float)
-    flags["flag_id"] = flags["flag_id"].astype(int)
+    flags, flags_dropped = _flags_table(
+        game_store, game_creations, state, verdict if gold.enabled else None, flag_params
+    )
     metrics = {
         **_row_metrics(state, inst, sol, rej, batches, ignored),
         "game": {
@@ -297,6 +337,7 @@ def run(params: Params) -> dict[str, Any]:
         p.identity_columns,
         store_file(params.game.store_dir),
         params.game.gold,
+        params.game.flags,
     )
     if res.metrics["ignored_files"]:
         shown = ", ".join(res.metrics["ignored_files"][:5])

@@ -1,16 +1,16 @@
-"""Players' flags in selection: an instance *held* by its flags (the review rule:
-:mod:`gavil.domain.flags`; the ``flags`` table of ``import_annotations``) never reaches the
-benchmark before an admin's review keeps it.
+"""Players' reports (flags) in selection (the review rule and the weight of a report:
+:mod:`gavil.domain.flags`; the ``flags`` table of ``import_annotations``). A flag is a report, not a veto:
 
-- **open** (a flag no review decided yet): ``flagged_unreviewed``;
-- **retired** by a review (final): ``retired_by_review``;
-- **kept** (every flag decided, none retired): no effect, the instance is selected or not as usual.
-
-An unpublished held instance gets status ``withheld`` (it keeps its scores, its split ID and its
-place in the ledger as an unpublished row; no benchmark ID). A published one (an ``ID`` in the ID
-ledger) follows the ledger's rule for taking a published ID out: status ``retired``, its ID kept
-and never reused, a gap in the export; after a ``keep`` it is ``selected`` again with the same
-ID. ``select.retired`` wins over flags.
+- **open reports of weight** (the table's ``holds``): an unpublished instance is ``withheld``,
+  ``flagged_unreviewed``, until an admin reviews it; a published one is not touched;
+- **open reports without weight**: no effect on a release (the game stopped serving it until review);
+- **retired** by an admin's review (final): ``retired_by_review`` with the note and the reviewer:
+  an unpublished instance is ``withheld``; a published one (an ``ID`` in the ID ledger) follows
+  the ledger's rule for taking a published ID out: status ``retired``, its ID kept and never
+  reused, a gap in the export, counted in the release changelog. This is the one way a published
+  game instance leaves a release (``select.retired`` is for instances outside the game's store,
+  and wins over flags);
+- **kept**: no effect, the instance is selected or not as usual.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ def held_reasons(flags: pd.DataFrame | None) -> dict[str, str]:
         flags: :class:`schemas.annotations.Flags` (None or empty: no instance is held).
 
     Returns:
-        ``flagged_unreviewed: <n> open player flag(s) (<category> <count>, ...)`` or
-        ``retired_by_review: <note> (reviewer <name>)``, by uid.
+        ``flagged_unreviewed: <n> open player flag(s) of weight (<category> <count>, ...)`` or
+        ``retired_by_review: <note> (reviewer <name>)``, by uid. A table without ``holds`` (older
+        code) holds by any open flag.
     """
     out: dict[str, str] = {}
     if flags is None or not len(flags):
@@ -45,18 +46,21 @@ def held_reasons(flags: pd.DataFrame | None) -> dict[str, str]:
             note = str(r["review_note"]) or "no note"
             out[str(uid)] = f"{RETIRED_BY_REVIEW}: {note} (reviewer {r['reviewer']})"
         elif state == "open":
-            open_ = g[g["state"] == "open"]
+            open_ = g[(g["state"] == "open") & (g["holds"].astype(bool) if "holds" in g else True)]
+            if not len(open_):
+                continue
             n = {c: int((open_["category"] == c).sum()) for c in FLAG_CATEGORIES}
             counts = ", ".join(f"{c} {k}" for c, k in n.items() if k)
-            out[str(uid)] = f"{FLAGGED_UNREVIEWED}: {len(open_)} open player flag(s) ({counts})"
+            out[str(uid)] = f"{FLAGGED_UNREVIEWED}: {len(open_)} open player flag(s) of weight ({counts})"
     return out
 
 
-def published_reason(reason: str) -> str:
-    """The ``retired`` reason of a published instance its flags hold (:func:`held_reasons`)."""
+def published_reason(reason: str) -> str | None:
+    """The ``retired`` reason of a published instance an admin's review retired, or None: reports
+    alone never take a published instance out (:func:`held_reasons`)."""
     if reason.startswith(RETIRED_BY_REVIEW):
         return f"{reason}: its ID stays a gap"
-    return f"{reason}: out of the export until an admin reviews it (its ID stays)"
+    return None
 
 
 def withhold(row: dict[str, object], reason: str) -> dict[str, object]:

@@ -140,7 +140,8 @@ def select(
     led = led_records(ledger)
     held = held_reasons(flags)  # players' flags: open or retired by review (stages.select_instances.flags)
     published = {u for u, r in led.items() if not is_null(r["ID"])}
-    gone = {u: published_reason(why) for u, why in held.items() if u in published} | retired_uids(led, retired)
+    gone = {u: r for u, why in held.items() if u in published and (r := published_reason(why))}
+    gone |= retired_uids(led, retired)  # reports never take a published instance out; an admin's retire does
     instances = canonical_order(instances)
     answers = _other_players_answers(instances, solves)
     rows: list[dict[str, Any]] = []
