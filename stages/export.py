@@ -496,6 +496,7 @@ class DatasetFacts(TypedDict):
     by_num_candidates: list[tuple[int, int]]  # (N, instances of the folder)
     unknown_round: int  # folder rows whose round is not known
     threshold: float  # select.min_solver_jaccard
+    review_required: bool  # review.required: every image accepted by a person (docs/review.md)
     rivals: list[tuple[int | None, str | None, str | None, int]]  # round_rivals of the benchmark
     changelog: list[RoundChange]
     rai: list[tuple[str, str, list[str]]]
@@ -520,12 +521,27 @@ def dataset_facts(bench: pd.DataFrame, ds: pd.DataFrame, selection: pd.DataFrame
         "by_num_candidates": [(int(cast(int, n)), int(c)) for n, c in by_n.items()],  # stubs: labels are Hashable
         "unknown_round": int(ds["round"].isna().sum()),
         "threshold": params.select.min_solver_jaccard,
+        "review_required": params.review.required,
         "rivals": rivals,
         "changelog": log,
         "rai": [],
     }
     facts["rai"] = rai_statements(facts)
     return facts
+
+
+def _review_statement(required: bool) -> str:
+    """What the data records of a person's review of the images (``review.required``, docs/review.md)."""
+    if not required:
+        return (
+            "Image review by a person: not required for this build (review.required: false); "
+            "an image may reach the dataset without a recorded review."
+        )
+    return (
+        "Image review by a person: every image in this folder was accepted by a named reviewer "
+        "(data/review/decisions.csv: who, when, decision, reason, sha256; review.required: true); the "
+        "WinoGAViL release's own images were checked by its authors (paper §3.1)."
+    )
 
 
 def _rival_text(r: int | None, model: str | None, weights: str | None, n: int) -> str:
@@ -590,7 +606,7 @@ def rai_statements(facts: DatasetFacts) -> list[tuple[str, str, list[str]]]:
             [
                 "Candidate images are crawled per concept from web image search; OCR rejects images that show"
                 f" their concept's word; an instance is in this folder only when every candidate has an accepted image ({left} left out).",
-                f"Image review by a person: {NOT_RECORDED}.",
+                _review_statement(facts["review_required"]),
             ],
         ),
         (

@@ -98,7 +98,8 @@ def test_the_rai_fields_are_the_cards_facts_and_say_what_is_not_recorded(built: 
     ]
     assert "Round 1 (2 published, 0 retired)" in rai["dataCollection"]
     assert f"Consent of the players: {NOT_RECORDED}." in rai["dataCollection"]
-    assert f"Image review by a person: {NOT_RECORDED}." in rai["dataPreprocessingProtocol"]
+    review = [t for t in rai["dataPreprocessingProtocol"] if t.startswith("Image review by a person:")]
+    assert review and "accepted by a named reviewer" in review[0] and "review.required: true" in review[0]
     assert doc["license"][0] == "https://creativecommons.org/licenses/by/4.0/"
     assert "/tmp" not in json.dumps(doc) and str(built) not in json.dumps(doc)  # no absolute path
 

@@ -183,6 +183,7 @@ STAGES: tuple[StageSpec, ...] = (
         params=(
             "export",
             "select.min_solver_jaccard",
+            "review.required",
             "score.model",
             "models[score.model].model",
             "models[score.model].pretrained",
