@@ -80,13 +80,16 @@ def dashboard(db: sqlite3.Connection, pid: str, min_solvers: int, p: GameParams)
 def leaderboard(
     db: sqlite3.Connection, min_solvers: int, p: GameParams, limit: int = 20, round_id: int | None = None
 ) -> list[dict[str, object]]:
-    """Display names ranked by bonus, then fool-the-AI, then associations solved (top ``limit``).
+    """Display names ranked by bonus, then fool-the-AI, then the player's associations that humans
+    could solve (solvable-by-humans >= ``bonus_min_solvable``), then associations created, then
+    associations solved (top ``limit``). With an untrained rival (no bonus, no fool-the-AI), the
+    spymasters who made a round's solvable associations so rank above the players who only solved them.
 
     ``round_id``: only that collection round's associations and the answers to them, and only the
     players who created or solved one of them (None: every player, every round)."""
     scores = [c for c in creation_scores(db, min_solvers, p) if round_id is None or c["round"] == round_id]
     solves = "SELECT s.jaccard FROM solves s JOIN creations c USING (instance_id) WHERE s.solver_id = ?"
-    rows = []
+    rows: list[tuple[tuple[float, ...], dict[str, object]]] = []
     for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
         args: tuple[object, ...] = (pid, pid) if round_id is None else (pid, round_id)
         js = [r[0] for r in db.execute(solves + (f" {_GOLD_TOO}" if round_id is None else " AND c.round = ?"), args)]
@@ -94,6 +97,9 @@ def leaderboard(
         if round_id is not None and not mine and not js:
             continue  # a round's leaderboard: the players who created or solved in it
         # the board of all rounds counts gold answers: with gold checks on it shows no mean Jaccard
-        rows.append({"name": name, **summary(mine, js, p.gold.enabled and round_id is None)})
-    rows.sort(key=lambda r: (-r["bonus"], -(r["fool_the_ai"] or 0), -r["associations_solved"]))
-    return list(rows[:limit])
+        row = {"name": name, **summary(mine, js, p.gold.enabled and round_id is None)}
+        solvable = sum(1 for c in mine if c["solvable"] is not None and c["solvable"] >= p.bonus_min_solvable)
+        rank = (-row["bonus"], -(row["fool_the_ai"] or 0), -solvable, -len(mine), -row["associations_solved"])
+        rows.append((rank, row))
+    rows.sort(key=lambda r: r[0])  # stable: equal ranks keep the order players joined
+    return [row for _, row in rows[:limit]]

@@ -158,7 +158,8 @@ async function submitSolve() {
     const r = await api("POST", "/api/solve", { lease_id: t.lease_id, selection: [...state.sel] });
     $("submit-solve").disabled = true;
     mark($("solve-grid"), r.associations, "answer");
-    $("solve-result").textContent = "Your Jaccard score: " + Math.trunc(100 * r.jaccard) + "%";
+    $("solve-result").textContent =
+      r.jaccard === null || r.jaccard === undefined ? "Answer recorded." : "Your Jaccard score: " + Math.trunc(100 * r.jaccard) + "%";
     $("next-solve").hidden = false;
   } catch (e) { say(e.message); }
 }
