@@ -2,8 +2,8 @@
 every release instance (854 + 2709 + 998), reproduces the paper's 39 / 52 / 72 exactly.
 
 Moved out of the test suite (it embedded every caption a second time, minutes on 2 cores; the
-pipeline test `tests/test_pipeline.py::test_dvc_repro_end_to_end` checks the same 39 / 52 / 72
-through `evaluate`). `tests/test_paper.py` keeps a fast check on a subset (the first
+pipeline test `tests/pipeline/test_pipeline.py::test_dvc_repro_end_to_end` checks the same 39 / 52 / 72
+through `evaluate`). `tests/stages/evaluate/test_paper.py` keeps a fast check on a subset (the first
 `TABLE7_SUBSET` instances of each split), whose expected cells this script prints from the full
 run's predictions of the same instances, so the two cannot drift apart unnoticed.
 
@@ -34,7 +34,7 @@ def main() -> int:
     from schemas.evaluate import EvalPredictions
     from stages.evaluate import captions
     from tests.helpers import RELEASE
-    from tests.test_paper import TABLE7_SUBSET, TABLE7_SUBSET_CELLS, release_instances, table7_subset
+    from tests.stages.evaluate.test_paper import TABLE7_SUBSET, TABLE7_SUBSET_CELLS, release_instances, table7_subset
 
     label = "text-mpnet (cue vs OFA captions)"
     t0 = time.perf_counter()

@@ -14,7 +14,7 @@ written and checked the same way.
 
 Each generated block sits between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``
 in its page; the text around it is written by hand. ``gavil docs --write`` rewrites the blocks,
-``gavil docs --check`` (and ``tests/test_docs.py``) fails while a committed page differs.
+``gavil docs --check`` (and ``tests/project/test_docs.py``) fails while a committed page differs.
 """
 
 from __future__ import annotations

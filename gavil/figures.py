@@ -13,7 +13,7 @@ writer with a fixed hash salt and no date gives the same bytes for the same inpu
 - :func:`leaderboard_svg`: the per-round model leaderboard of a project's ``evaluation`` table (mean
   Jaccard per model on each collection round and on every round together), drawn by
   ``gavil round leaderboard`` and by ``gavil report``; ``docs/dynamic.md`` shows the one a two-round
-  project made (``tests/test_dynamic_e2e.py``).
+  project made (``tests/game/test_dynamic_e2e.py``).
 """
 
 from __future__ import annotations

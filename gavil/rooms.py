@@ -1,7 +1,7 @@
 """The project's rooms and the import arrows allowed between them, declared once and held against the code.
 
 A room is a folder or a group of modules with one role (:data:`ROOMS`). :data:`ARROWS` declares which
-room may import which: ``tests/test_architecture.py`` computes the real arrows from every import in
+room may import which: ``tests/project/test_architecture.py`` computes the real arrows from every import in
 ``gavil/``, ``stages/``, ``schemas/`` and ``flows/`` (:func:`import_arrows`, read with :mod:`ast`,
 imports inside functions included) and fails on an arrow that is not declared, and on a declared
 arrow that no import uses any more, so this table, and the picture drawn from it

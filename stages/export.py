@@ -702,7 +702,7 @@ def _croissant_field(record_set: str, name: str, kind: str, typ: str, copy_image
     return field
 
 
-def croissant_metadata(facts: DatasetFacts, configs: list[DatasetConfig], files: dict[str, str]) -> dict[str, Any]:
+def croissant_metadata(facts: DatasetFacts, configs: list[DatasetConfig], files: dict[str, str]) -> dict[str, object]:
     """The Croissant 1.1 JSON-LD of the dataset folder (``croissant.json``), from ``facts``
     (:func:`dataset_facts`, the card's facts) with the RAI vocabulary: one ``cr:FileObject`` per
     Parquet file of ``configs`` (``files``: its path relative to the folder -> sha256) and one

@@ -33,7 +33,7 @@ only on the image and the settings in its cache label, never on ``ocr.threads``,
 order. ``easyocr`` gives ``readtext(path)``'s own inputs (RGB for the detector, the file's grey for
 the recogniser, :func:`gavil.models.ocr_engine.load_for_ocr`) to the same two calls ``readtext``
 makes, CRAFT detection and then recognition only on the boxes it found; at ``ocr.precision: fp32`` and ``ocr.canvas_size``
-2,560 (``readtext``'s own) it reads exactly what ``readtext`` reads (tests/test_ocr.py). Faster
+2,560 (``readtext``'s own) it reads exactly what ``readtext`` reads (tests/stages/ocr_filter/test_ocr.py). Faster
 EasyOCR settings change decisions (docs/benchmarks.md): ``auto``/``bf16`` runs CRAFT under bf16
 autocast, channels-last, and ``int8`` quantized on the CPU (:mod:`gavil.models.craft`); images of
 the same downscaled shape are detected in batches of ``ocr.batch_size``. Either way raw readings

@@ -27,15 +27,15 @@ ensure_torchvision()
 #: The fixtures that build a project or start a server, as ``<module>.<fixture>`` (the module that
 #: defines it, as several modules define a ``project`` or a ``server``): every test that uses one,
 #: directly or through another fixture, is marked ``slow`` (:func:`pytest_collection_modifyitems`),
-#: so that ``pytest -m "not slow"`` stays a quick loop. tests/test_test_suite.py finds these by
+#: so that ``pytest -m "not slow"`` stays a quick loop. tests/project/test_test_suite.py finds these by
 #: reading the fixtures' code and fails when one is missing here.
 HEAVY_FIXTURES: dict[str, str] = {
     "conftest.sample_build": "the sample project after one `dvc repro` of every stage",
     "conftest.sample_copy": "a copy of that built sample project",
     "conftest.export_build": "the sample release run through every stage up to `export`",
     "conftest.browser": "a headless Chromium (Playwright)",
-    "test_crawl.http_server": "the fault-injecting web server of tests/hostile_web.py",
-    "test_crawl_hostile.web": "the fault-injecting web server of tests/hostile_web.py",
+    "test_crawl.http_server": "the fault-injecting web server of tests/stages/crawl_images/hostile_web.py",
+    "test_crawl_hostile.web": "the fault-injecting web server of tests/stages/crawl_images/hostile_web.py",
     "test_export_hf.built": "runs the `export` stage on a hand-made project",
     "test_game_access.server": "`gavil game` (uvicorn) in a subprocess",
     "test_game_browser.server": "the game's app served by uvicorn",

@@ -67,7 +67,7 @@ def send(req: BaseHTTPRequestHandler, body: bytes, ctype: str = "image/jpeg", st
     req.wfile.write(body)
 
 
-#: AfLite params for pipeline tests that only need the stage to run (its semantics: tests/test_aflite.py):
+#: AfLite params for pipeline tests that only need the stage to run (its semantics: tests/stages/aflite/test_aflite.py):
 #: 4 classifiers, and a cutoff k above what one phase flags, so AfLite stops after one phase
 #: (4 classifiers alone ran 46 phases, 40 s, on the 4,561 release instances).
 FAST_AFLITE = {"n_classifiers": 4, "cutoff": 0.5}

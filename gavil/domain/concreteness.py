@@ -59,7 +59,7 @@ def connectivity_scores(
     (the candidates among its responses); equal sets count once; subsets of a linked set are not
     counted on their own.
 
-    Checked against the release (tests/test_concreteness.py): with the released associations as
+    Checked against the release (tests/stages/build_instances/test_concreteness.py): with the released associations as
     the only edges (a subset of the SWOW edges the generator used), this count is a lower bound
     of the released ``candidates_connectivity_score`` on 994 of the 998 ``swow.csv`` instances
     (exact on 261). The 4 exceptions are each linked by one cue the generator did not count: a

@@ -16,7 +16,7 @@
   read through (``benchmarks/ocr_agreement.py``), so it is opt-in; the default is fp32.
 
 The recogniser always stays fp32 (its confidences moved by up to 0.2 under bf16,
-``tests/test_precision.py``), and it only runs where CRAFT found text.
+``tests/pipeline/test_precision.py``), and it only runs where CRAFT found text.
 """
 
 from __future__ import annotations

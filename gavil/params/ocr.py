@@ -26,7 +26,7 @@ class OcrParams(Section):
     ppocr_min_side: PosInt = 736
     # easyocr numerics (gavil/models/precision.py, gavil/models/craft.py): both change the detections, so both are in the cache key
     # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively) | int8 (CPU only, opt-in,
-    # gavil/models/craft.py). fp32 is readtext's own computation (tests/test_ocr.py); on the OCR
+    # gavil/models/craft.py). fp32 is readtext's own computation (tests/stages/ocr_filter/test_ocr.py); on the OCR
     # benchmark set bf16 and int8 each let through a word readtext read (benchmarks/ocr_agreement.py)
     precision: OcrPrecision = "fp32"
     device: Device = "auto"  # cpu | cuda | auto (cuda when torch sees one)

@@ -66,7 +66,7 @@ def review_items(root: str | Path = ".") -> list[Item]:
     ]
 
 
-def queue(items: list[Item], decisions_path: Path) -> dict[str, Any]:
+def queue(items: list[Item], decisions_path: Path) -> dict[str, object]:
     """The page's state: every item with the decision in force (``state`` pending / accepted /
     rejected, its reason, who and when), the reasons' list and the counts (reviewed, left).
 
@@ -93,7 +93,7 @@ def queue(items: list[Item], decisions_path: Path) -> dict[str, Any]:
     return {"items": rows, "reasons": list(REASONS), "reviewed": len(rows) - left, "left": left}
 
 
-def decide(items: list[Item], decisions_path: Path, body: Any) -> dict[str, Any]:
+def decide(items: list[Item], decisions_path: Path, body: object) -> dict[str, object]:
     """Append the decision ``body`` (``who``, ``decision``, ``reason``, ``sha256``) for one of
     ``items`` and return the new :func:`queue`.
 

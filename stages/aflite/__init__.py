@@ -18,7 +18,7 @@ classifier's split (and in the KL's random reduction, and whether ``plant`` mark
 (:func:`~gavil.models.keyed.draw_keys`), so it depends on the instance's id and the seed alone, not on the row order nor on which other
 instances are present. Instances (and their pair rows) are sorted by id before any fit or sum,
 and every prediction is credited by instance position, so a permuted input gives bit-identical
-scores, probes and KL (tests/test_aflite.py shuffles every table the stage reads: selection,
+scores, probes and KL (tests/stages/aflite/test_aflite.py shuffles every table the stage reads: selection,
 instances, embedding cache).
 
 Report by source: counts, flags, flag rate and mean score per dataset (game / swow_baseline) and

@@ -7,7 +7,7 @@ successive-approximation refinements) and the AC coefficients in other scans (``
 make up most of the file and of the decoding time. :func:`dc_stream` returns the stream with the
 AC scans left out, so Pillow's draft decode at 1/8 scale yields the very pixels of the whole file
 (checked on every progressive image of ``benchmarks/_web.py`` and in
-``tests/test_jpegscan.py::test_dc_scans_decode_to_the_whole_files_pixels``), about 6x faster.
+``tests/stages/crawl_images/test_jpegscan.py::test_dc_scans_decode_to_the_whole_files_pixels``), about 6x faster.
 
 One libjpeg behaviour must be switched off for that: when a progressive file's AC coefficients
 never arrive, libjpeg "smooths" the blocks (estimates low AC terms, and in libjpeg-turbo >= 2.1

@@ -95,7 +95,7 @@ def _rate(fooled: np.ndarray, inst: pd.DataFrame, n_boot: int, seed: int) -> dic
     }
 
 
-def in_the_loop(inst: pd.DataFrame, n_boot: int, seed: int, version: str) -> list[dict[str, Any]]:
+def in_the_loop(inst: pd.DataFrame, n_boot: int, seed: int, version: str) -> list[dict[str, object]]:
     """One ``in_the_loop`` row per (round, rival) of ``inst`` (:func:`validated`): the rival's stored
     fool-the-AI scores on its round's validated instances (fooled: score > 0; a null score is not
     scored). Rounds ascending; a rival not known is ``rival_model`` "unknown"."""
@@ -123,7 +123,7 @@ def in_the_loop(inst: pd.DataFrame, n_boot: int, seed: int, version: str) -> lis
 
 def rescored(
     inst: pd.DataFrame, pred: pd.DataFrame, params: Params, scored: list[str], n_boot: int, seed: int, version: str
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """``rescored`` rows: the rival of each round q (one per known (round, rival) of ``inst``) on every
     round r >= q of ``inst``, from ``pred`` (the ``predictions`` table: its ``ok`` / ``untrained`` rows
     of the rival's entry; fooled: Jaccard < 1). ``scored``: the entries ``evaluate`` scored.

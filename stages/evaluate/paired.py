@@ -25,7 +25,7 @@ distractor above both parts can still score a pair right. From top-K lists alone
 CLIP ViT-B/32 predictions) only "both cues solved" (both instances exactly right) is defined.
 
 On the release's ``winogavil_dataset.csv``: 988 candidate sets, 5,404 cue pairs, 869 identical,
-1,942 disjoint, 2,593 overlapping (docs/methods.md "Winoground paired scores"; asserted in tests/test_paired.py).
+1,942 disjoint, 2,593 overlapping (docs/methods.md "Winoground paired scores"; asserted in tests/stages/evaluate/test_paired.py).
 """
 
 from __future__ import annotations
