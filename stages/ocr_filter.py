@@ -447,9 +447,11 @@ def apply_review(ocr: pd.DataFrame, decided: dict[str, ReviewDecision], required
 
 
 def review(params: Params, ocr: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
-    """:func:`apply_review` with the decisions file of ``review.decisions_path`` (checked against
-    the images of this project: the image store and the crawl's candidates); prints how many
-    images wait for a review and how many were rejected.
+    """:func:`apply_review` with the decisions file of ``review.decisions_path``; prints how many
+    images wait for a review and how many were rejected, and names the first row (file, row,
+    column) of any decision for an image this build does not have (not in the image store nor
+    among the crawl's candidates): such a row is kept and unused, never an error, since a
+    decisions file outlives a crawl (a concept dropped, a project that copies a subset of images).
 
     Raises:
         gavil.review.decisions.DecisionsError: the decisions file is broken (one line: file, row, column).
@@ -457,7 +459,15 @@ def review(params: Params, ocr: pd.DataFrame, candidates: pd.DataFrame) -> pd.Da
     store = catalog.path("image_store")
     known = {f.stem for f in store.glob("*/*")} if store.is_dir() else set()
     known |= set(candidates["sha256"].dropna())
-    decisions = read_decisions(params.review.decisions_path, known)
+    decisions = read_decisions(params.review.decisions_path)
+    unused = [d for d in decisions if d.sha256 not in known]
+    if unused:
+        more = f" (and {len(unused) - 1} more row(s))" if len(unused) > 1 else ""
+        print(
+            f"ocr_filter: review: {params.review.decisions_path} row {unused[0].row}, column sha256: "
+            f"{unused[0].sha256[:12]}... names no image of this build{more}: kept, unused",
+            file=sys.stderr,
+        )
     out = apply_review(ocr, latest(decisions), params.review.required)
     waiting, rejected = int((out["status"] == "review_pending").sum()), int((out["status"] == "review_rejected").sum())
     print(

@@ -73,7 +73,7 @@ def queue(items: list[Item], decisions_path: Path) -> dict[str, object]:
     Raises:
         DecisionsError: the decisions file is broken (one line: file, row, column).
     """
-    decided = latest(read_decisions(decisions_path, {i.sha256 for i in items}))
+    decided = latest(read_decisions(decisions_path))  # rows for other images: kept, not shown
     rows = []
     for i in items:
         d = decided.get(i.sha256)
@@ -109,7 +109,7 @@ def decide(items: list[Item], decisions_path: Path, body: object) -> dict[str, o
     if item is None:
         raise LookupError("no such image in this review")
     decision = body.get("decision", "")
-    if decision == "undo" and item.sha256 not in latest(read_decisions(decisions_path, set(by_sha))):
+    if decision == "undo" and item.sha256 not in latest(read_decisions(decisions_path)):
         raise ValueError(f"{item.concept}: no decision to undo")
     d = Decision(
         body.get("who", "").strip(), now_utc(), decision, body.get("reason", "").strip(), item.sha256, item.concept

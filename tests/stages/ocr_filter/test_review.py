@@ -98,12 +98,17 @@ def test_rejected_and_unreviewed_images_keep_a_row_with_their_fate():
 
 
 def test_the_sample_ships_an_accept_for_every_one_of_its_images():
+    """Every sample image the sample's crawl takes (its file names a concept of the sample's SWOW
+    file) has an accept, and no decision names another file (it would be no image of the project)."""
     import hashlib
 
     from gavil.params import load_params
+    from stages.ingest_concepts import ingest
 
-    rows = read_decisions(ROOT / load_params(ROOT / "params.yaml").review.decisions_path)
-    images = [f for f in (ROOT / "data/sample/images").iterdir() if f.suffix != ".md"]
+    params = load_params(ROOT / "params.yaml")
+    rows = read_decisions(ROOT / params.review.decisions_path)
+    concepts = set(ingest(ROOT / params.ingest.path).concepts["concept"])
+    images = [f for f in (ROOT / "data/sample/images").iterdir() if f.suffix != ".md" and f.stem in concepts]
     shas = {hashlib.sha256(f.read_bytes()).hexdigest() for f in images}
     now = latest(rows)
     assert set(now) == shas and {d.decision for d in now.values()} == {"accept"}
@@ -198,7 +203,6 @@ def test_gavil_stage_refuses_a_broken_decisions_file_in_one_line(tmp_path):
     lines = f.read_text().splitlines(True)
     cases = {
         "row 3, column who: repeats row 2": lines[0] + lines[1] + lines[1],
-        "row 2, column sha256: dddddddddddd": lines[0] + lines[1].replace(lines[1].split(",")[4], "d" * 64),
         "row 1, column concept: the column is missing": lines[0].replace(",concept", "") + lines[1],
     }
     for where, text in cases.items():
@@ -210,6 +214,13 @@ def test_gavil_stage_refuses_a_broken_decisions_file_in_one_line(tmp_path):
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert errors == [f"error: data/review/decisions.csv {where}" + errors[0].split(where, 1)[-1]], done.stderr
         assert f.read_text() == text and not (project / "data/ocr/ocr.parquet").exists()
+    # a row for an image this build does not have is kept and unused: one line naming file, row, column
+    f.write_text(lines[0] + lines[1].replace(lines[1].split(",")[4], "d" * 64) + "".join(lines[2:]))
+    done = subprocess.run(
+        [str(BIN / "gavil"), "stage", "ocr_filter"], cwd=project, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "data/review/decisions.csv row 2, column sha256: dddddddddddd... names no image of this build" in done.stderr
 
 
 def test_the_review_command_is_declared():
