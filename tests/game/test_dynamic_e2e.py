@@ -151,6 +151,9 @@ def test_two_rounds_against_two_rivals_in_the_browser_reach_two_versioned_releas
     p["instances"]["game_sets"] = {5: 2, 6: 0, 10: 0, 12: 0}
     p["annotations"]["release_files"] = []  # only the game's rounds: a small, fast build
     p["evaluate"]["models"] = ["rival-a", "rival-b"]
+    # gold checks off: one report holds an unpublished association only where one reporter is enough
+    # (docs/dynamic.md "Flags and review"; the weight rules are played in tests/game/test_game_trust.py)
+    p["game"].setdefault("flags", {})["min_reporters"] = 1
     (d / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     write_dvc_yaml(d / "dvc.yaml", d / "params.yaml")
     shutil.copy(ROOT / ".dvcignore", d / ".dvcignore")  # the store's WAL index is not data
