@@ -92,7 +92,11 @@ def test_dvc_repro_end_to_end(sample_build):
     assert metrics["export"]["split_files"] == {"game_5_6": 2709, "game_10_12": 854, "swow": 998}
     # the Hugging Face folder holds the instances whose every candidate has an image: none of the
     # release's, with 9 images (tests/stages/export/test_export_hf.py loads a non-empty one with `datasets`)
-    assert sorted(p.name for p in (d / "data/export/dataset").iterdir()) == ["README.md", "test.parquet"]
+    assert sorted(p.name for p in (d / "data/export/dataset").iterdir()) == [
+        "README.md",
+        "croissant.json",
+        "test.parquet",
+    ]
     assert metrics["export"]["dataset_instances"] == 0 and metrics["export"]["dataset_left_out"] == 3563
     card = (d / "data/export/dataset/README.md").read_text()
     assert "CC-BY 4.0" in card and "De Deyne" in card and ">= 0.8" in card and "Left out: 3563 instances" in card
@@ -262,6 +266,7 @@ def test_query_sees_every_stage_table(sample_build):
             "flags",
             "gold_checks",
             "rival_rounds",
+            "round_errors",
         }
         == names
         == {t.name for t in catalog.TABLES}
