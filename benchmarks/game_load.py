@@ -17,7 +17,7 @@ load average before and at the end of each row. Throttles are raised (every play
 runs in the game's background thread, as in production.
 
 Usage: python benchmarks/game_load.py [--players 100,500,1000] [--seconds 40] [--ramp 10]
-       [--workers 1]
+(one server process: `gavil game` has no option to serve from several yet)
 Writes benchmarks/results/game_load.json (``--tag T``: game_load_T.json) and prints a table.
 The floor (the same writes without HTTP): benchmarks/game_floor.py.
 """
@@ -67,7 +67,7 @@ def make_project(tmp: Path) -> Path:
     return root
 
 
-def start_server(root: Path, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(root: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     """``gavil game`` on a free 127.0.0.1 port, stderr to ``log``; waits until it answers."""
     import httpx
 
@@ -77,8 +77,6 @@ def start_server(root: Path, workers: int, log: Path) -> tuple[subprocess.Popen[
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "gavil.cli", "game", "--port", str(port)]
-    if workers > 1:
-        cmd += ["--workers", str(workers)]
     env = tool_env(PYTHONPATH=str(ROOT), GAVIL_GAME_JOIN_CODE=JOIN_CODE, GAVIL_GAME_ADMIN_TOKEN=ADMIN)
     proc = subprocess.Popen(
         cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
@@ -114,6 +112,23 @@ def invitations(base: str, n: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ the crowd (child process)
+def _recorder(raw: dict[str, Any]) -> Any:
+    """locust's request listener that files each reply into ``raw``: its time (ms) by request kind,
+    its status code counted by kind (0: the request never got a reply, kept as a transport error)."""
+
+    def on_request(
+        request_type: str, name: str, response_time: float, response: Any, exception: Any, **kw: Any
+    ) -> None:
+        code = str(getattr(response, "status_code", 0) or 0)
+        raw["status"][name][code] = raw["status"][name].get(code, 0) + 1
+        if code == "0":
+            raw["transport_errors"].append(f"{name}: {exception!r}"[:200])
+        else:
+            raw["times"][name].append(response_time)
+
+    return on_request
+
+
 def crowd(config: Path) -> None:
     """Run the locust crowd described in ``config`` (JSON: base, codes, seconds, ramp, out) and write
     the raw measurements to ``out``. Runs in its own process: locust patches the standard library
@@ -126,18 +141,7 @@ def crowd(config: Path) -> None:
     codes: list[str] = list(cfg["codes"])
     raw: dict[str, Any] = {"times": {k: [] for k in KINDS}, "status": {k: {} for k in KINDS}}
     raw |= {"acks_create": [], "acks_solve": [], "transport_errors": []}
-
-    def on_request(
-        request_type: str, name: str, response_time: float, response: Any, exception: Any, **kw: Any
-    ) -> None:
-        code = str(getattr(response, "status_code", 0) or 0)
-        raw["status"][name][code] = raw["status"][name].get(code, 0) + 1
-        if code == "0":
-            raw["transport_errors"].append(f"{name}: {exception!r}"[:200])
-        else:
-            raw["times"][name].append(response_time)
-
-    events.request.add_listener(on_request)
+    events.request.add_listener(_recorder(raw))
 
     class Player(FastHttpUser):
         host = cfg["base"]
@@ -224,12 +228,12 @@ def stored(db: Path) -> tuple[set[str], set[str]]:
     return creations, solves
 
 
-def load_row(players: int, seconds: float, ramp: float, workers: int) -> dict[str, Any]:
+def load_row(players: int, seconds: float, ramp: float) -> dict[str, Any]:
     """One row: a fresh project and server, ``players`` locust players for ``seconds`` (ramp included)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = make_project(Path(tmp))
         log = Path(tmp) / "server.log"
-        proc, base = start_server(root, workers, log)
+        proc, base = start_server(root, log)
         try:
             codes = invitations(base, players)
             cfg, out = Path(tmp) / "crowd.json", Path(tmp) / "raw.json"
@@ -250,7 +254,7 @@ def load_row(players: int, seconds: float, ramp: float, workers: int) -> dict[st
     errors = {k: {c: n for c, n in s.items() if c not in ("200", "503")} for k, s in statuses.items()}
     return {
         "players": players,
-        "workers": workers,
+        "workers": 1,
         "seconds": seconds,
         "ramp_s": ramp,
         "load_average_1min_before": round(load_before, 2),
@@ -304,7 +308,6 @@ def main() -> None:
     ap.add_argument("--players", default="100,500,1000", help="comma-separated player counts, one row each")
     ap.add_argument("--seconds", type=float, default=40, help="crowd time per row, ramp included")
     ap.add_argument("--ramp", type=float, default=10, help="seconds over which the players arrive")
-    ap.add_argument("--workers", type=int, default=1, help="server processes (gavil game --workers)")
     ap.add_argument("--tag", default="", help="write game_load_<tag>.json instead")
     ap.add_argument("--crowd", type=Path, help=argparse.SUPPRESS)  # internal: the locust child process
     args = ap.parse_args()
@@ -312,7 +315,7 @@ def main() -> None:
         return crowd(args.crowd)
     from benchmarks._common import machine, write_result
 
-    rows = [load_row(int(n), args.seconds, args.ramp, args.workers) for n in args.players.split(",")]
+    rows = [load_row(int(n), args.seconds, args.ramp) for n in args.players.split(",")]
     result = {
         "machine": machine("gavil game (uvicorn) + a locust crowd (one process) on the same CPU"),
         "command": "python benchmarks/game_load.py " + " ".join(sys.argv[1:]),

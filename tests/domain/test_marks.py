@@ -6,19 +6,17 @@ Every combining mark of the Unicode tables is swept, not a hand list."""
 
 from __future__ import annotations
 
-import json
 import sys
 import unicodedata
-from pathlib import Path
 
 import pytest
 
 from gavil.domain.names import NameError_, clean_display_name, clean_word
 from stages.import_annotations import import_all
 from stages.ingest_concepts import ingest
+from tests.domain.test_names import _creation, _creations
 
 KEY = b"k"
-C5 = ["rocket", "cat", "moon", "coffee", "brick"]
 MARKS = [chr(cp) for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp))[0] == "M"]
 
 
@@ -69,17 +67,6 @@ def test_reported_overlay_and_blank_marks_are_refused_with_the_reason(mark):
 @pytest.mark.parametrize("word", ["नमस्ते", "עִבְרִית", "ไทย", "café", "naïve", "Việt", "Zoë", "йод"])
 def test_words_spelled_with_their_own_scripts_marks_pass(word):
     assert clean_word(word) == unicodedata.normalize("NFC", word)
-
-
-def _creations(tmp_path: Path, rows: list[dict]) -> Path:
-    raw = tmp_path / "raw"
-    (raw / "b1").mkdir(parents=True)
-    (raw / "b1" / "creations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return raw
-
-
-def _creation(iid: str, cue: str, cands=C5, assoc=("rocket", "moon")) -> dict:
-    return {"instance_id": iid, "spymaster_id": "S", "cue": cue, "candidates": list(cands), "associations": list(assoc)}
 
 
 def test_the_import_keeps_sky_once_and_rejects_its_marked_twins(tmp_path):
