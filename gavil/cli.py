@@ -248,11 +248,13 @@ def review(
     from gavil.review.web import create_app, queue, review_items
 
     p = load_params(params)
+    if host is not None or port is not None:  # checked as params.yaml's keys are (a loopback host only)
+        p = p.replace(review={k: v for k, v in (("host", host), ("port", port)) if v is not None})
     root = Path(params).parent
     items = review_items(root)
     decisions = root / p.review.decisions_path
     q = queue(items, decisions)  # a broken decisions file stops here, in one line
-    bind, at = host or p.review.host, p.review.port if port is None else port
+    bind, at = p.review.host, p.review.port
     typer.echo(f"review: {q['left']} image(s) wait, {q['reviewed']} reviewed; decisions go to {decisions}", err=True)
     typer.echo(f"review: open http://{bind}:{at}/", err=True)
     uvicorn.run(create_app(items, decisions), host=bind, port=at, log_level="warning", proxy_headers=False)

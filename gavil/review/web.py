@@ -21,6 +21,8 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -121,6 +123,10 @@ def decide(items: list[Item], decisions_path: Path, body: object) -> dict[str, o
     return queue(items, decisions_path)
 
 
+#: Host header values the review page answers (any port): the loopback names.
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
 def create_app(items: list[Item], decisions_path: str | Path) -> Starlette:
     """The review app for ``items``, appending to the decisions file at ``decisions_path``.
 
@@ -165,4 +171,7 @@ def create_app(items: list[Item], decisions_path: str | Path) -> Starlette:
     routes += [Route(f"/static/{n}", page(n)) for n in ("review.js", "review.css")]
     routes += [Route("/img/{sha}", image), Route("/api/queue", get_queue)]
     routes += [Route("/api/decide", post_decide, methods=["POST"])]
-    return Starlette(routes=routes)
+    # only this machine's names in the Host header: a web page the reviewer visits cannot rebind its own
+    # host name to 127.0.0.1 and post decisions (DNS rebinding); an SSH tunnel keeps 127.0.0.1/localhost
+    local = Middleware(TrustedHostMiddleware, allowed_hosts=list(LOCAL_HOSTS))
+    return Starlette(routes=routes, middleware=[local])

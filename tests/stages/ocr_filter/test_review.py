@@ -226,3 +226,39 @@ def test_gavil_stage_refuses_a_broken_decisions_file_in_one_line(tmp_path):
 def test_the_review_command_is_declared():
     out = subprocess.run([sys.executable, "-m", "gavil.cli", "review", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "decisions" in out.stdout and "--port" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.5", "10.0.0.1", "example.org", "::", "2001:db8::1"])
+def test_the_review_page_is_never_served_beyond_this_machine(host, tmp_path):
+    """The page names its reviewers but checks no one: a host other than a loopback address is refused
+    when params load and on the command line, in one line."""
+    from gavil.errors import ParamsError
+    from gavil.params import parse_params
+
+    with pytest.raises(ParamsError, match="not a loopback address"):
+        parse_params({"review": {"host": host}})
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    done = subprocess.run(
+        [str(BIN / "gavil"), "review", "--host", host], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "not a loopback address" in done.stderr and "Traceback" not in done.stderr
+    for ok in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
+        assert parse_params({"review": {"host": ok}}).review.host == ok
+
+
+@pytest.mark.parametrize("name", ["evil.example", "127.0.0.1.nip.io", "rebind.attacker.test"])
+def test_a_rebound_host_name_cannot_read_or_post_decisions(name, tmp_path):
+    """DNS rebinding: a page the reviewer visits points its own name at 127.0.0.1; requests carrying
+    that Host are refused, so nothing is read or appended; the loopback names are served."""
+    from starlette.testclient import TestClient
+
+    from gavil.review.web import create_app
+
+    decisions = tmp_path / "decisions.csv"
+    app = create_app([], decisions)
+    body = {"who": "x", "decision": "accept", "reason": "", "sha256": SHA_A}
+    bad = TestClient(app, base_url=f"http://{name}:8766")
+    assert bad.get("/api/queue").status_code == 400
+    assert bad.post("/api/decide", json=body).status_code == 400 and not decisions.exists()
+    assert TestClient(app, base_url="http://127.0.0.1:8766").get("/api/queue").status_code == 200
+    assert TestClient(app, base_url="http://localhost:8766").get("/api/queue").status_code == 200
