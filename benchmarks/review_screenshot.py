@@ -9,14 +9,10 @@ Usage: python benchmarks/review_screenshot.py [--out docs/review.png]
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from gavil.review.decisions import COLUMNS  # noqa: E402
 from gavil.review.web import create_app, review_items  # noqa: E402
-from tests.helpers import CHROMIUM_MISSING, find_chromium, mini_project, run_stages  # noqa: E402
+from tests.helpers import CHROMIUM_MISSING, find_chromium, mini_project, run_stages, serve_app  # noqa: E402
 
 IMAGES = ["astronaut", "cat", "coffee", "moon", "rocket", "brick"]
 
@@ -41,18 +37,11 @@ def main() -> None:
         decisions = project / "data/review/decisions.csv"
         decisions.write_text(",".join(COLUMNS) + "\n")
         run_stages(project, ["ingest_concepts", "filter_profanity", "crawl_images", "ocr_filter"])
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         app = create_app(review_items(project), decisions)
-        srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        threading.Thread(target=srv.run, daemon=True).start()
-        while not srv.started:
-            time.sleep(0.05)
-        with sync_playwright() as p:
+        with serve_app(app) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1100, "height": 760})
-            page.goto(f"http://127.0.0.1:{port}/")
+            page.goto(f"{url}/")
             page.fill("#who", "ada")
             page.press("#who", "Enter")
             page.keyboard.press("a")
@@ -68,7 +57,6 @@ def main() -> None:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=args.out, full_page=True)
             browser.close()
-        srv.should_exit = True
     print(f"wrote {args.out}")
 
 
