@@ -35,6 +35,9 @@ class SentenceEncoder(Protocol):
 
 #: Texts per forward pass: every batch is exactly this many rows (short groups are padded).
 TEXT_ROWS = 16
+#: Rows of every open_clip forward pass on a CPU, images and prompts alike (the last batch of a
+#: call is padded with copies of its first row): :func:`gavil.models.loading.forward_rows`.
+CLIP_ROWS = 16
 
 
 def length_groups(lengths: Sequence[int], rows: int) -> list[list[int]]:

@@ -39,13 +39,13 @@ class _InstanceRow(Protocol):
 #: key with the versions of the libraries that compute vectors, so vectors computed another way
 #: (an older release of this code, another torch) are never looked up: they are recomputed and
 #: dropped from the file on the next save.
-RECIPE = "canonical-v1"
+RECIPE = "canonical-v2"
 _NUMERIC_LIBS = ("torch", "transformers", "sentence-transformers", "open_clip_torch")
 
 
 def recipe_id() -> str:
     """``RECIPE`` plus the installed versions of the libraries that compute vectors, e.g.
-    ``canonical-v1 torch=2.13.0+cpu transformers=5.23.0 ...`` (missing ones are left out)."""
+    ``canonical-v2 torch=2.13.0+cpu transformers=5.23.0 ...`` (missing ones are left out)."""
     from importlib import metadata
 
     parts = [RECIPE]

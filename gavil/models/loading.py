@@ -225,7 +225,8 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     embed_images = _image_embedder(spec, opt, model, preprocess, (prec, dev), conv)
     embed_texts = _text_embedder(spec, opt, model, tokenizer, dev)
     untrained = tag is None and not weights_path
-    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics_id(prec, dev), sha)
+    numerics = numerics_id(prec, dev) + ("" if dev == "cpu" else f"-rows{forward_rows(dev, opt.batch_size)}")
+    return LoadedModel(spec, label, untrained, embed_images, embed_texts, numerics, sha)
 
 
 def _quick_gelu(spec: ModelSpec) -> bool:
@@ -351,13 +352,36 @@ def _prepare_open_clip(model: Any, prec: str, dev: str) -> bool:
     return conv
 
 
+def forward_rows(dev: str, batch_size: int) -> int:
+    """Rows of every open_clip forward pass on ``dev``: :data:`gavil.models.canonical.CLIP_ROWS` on a
+    CPU (a fixed shape: oneDNN picks RN50's convolution kernels by batch size, so a vector changed
+    in its last bits (1.5e-8) with the rows beside it, and partitioned scoring wrote other
+    similarities than one process did); ``batch_size`` elsewhere (a GPU's vectors are its own:
+    its numerics and rows are in the cache key, :meth:`LoadedModel.cache_key`)."""
+    from gavil.models.canonical import CLIP_ROWS
+
+    return CLIP_ROWS if dev == "cpu" else max(1, batch_size)
+
+
+def _padded(batch: Any, rows: int) -> Any:
+    """``batch`` (a tensor of n <= rows rows) with copies of its first row appended up to ``rows``."""
+    import torch
+
+    n = int(batch.shape[0])
+    if n >= rows:
+        return batch
+    return torch.cat([batch, batch[:1].expand(rows - n, *batch.shape[1:])])
+
+
 def _image_embedder(
     spec: ModelSpec, opt: RuntimeOptions, model: Any, preprocess: Any, numerics: tuple[str, str], conv: bool
 ) -> Callable[[Sequence[str]], np.ndarray]:
     """The image embedder of a :class:`LoadedModel`: image paths -> (n, dim) float32 L2-normalised
     rows ((0, 0) for no path). Images are decoded and preprocessed on ``opt.loader_workers`` threads
-    ahead of the model, ``opt.batch_size`` at a time, under one autocast context for ``numerics``
-    (precision, device); ``conv`` sends the batches channels-last."""
+    ahead of the model, :func:`forward_rows` at a time, each forward pass padded to exactly that
+    many rows (a vector is a function of its image alone, whatever else the call embeds), under
+    one autocast context for ``numerics`` (precision, device); ``conv`` sends the batches
+    channels-last."""
     import torch
 
     from gavil.models.image_input import array_preprocess, prefetched, release_free_memory
@@ -365,6 +389,7 @@ def _image_embedder(
 
     prec, dev = numerics
     to_input = array_preprocess(preprocess)
+    rows = forward_rows(dev, opt.batch_size)
 
     def load_batch(chunk: Sequence[str]) -> Any:
         from PIL import Image
@@ -375,19 +400,19 @@ def _image_embedder(
                 arrays.append(to_input(im.convert("RGB")))
         # torch.stack, not np.stack: the batch must sit in torch's 64-byte-aligned memory, as before;
         # from a NumPy buffer (16/32-byte aligned) oneDNN's RN50 kernels gave other last bits (1 ulp)
-        return torch.stack([torch.from_numpy(a) for a in arrays])
+        return _padded(torch.stack([torch.from_numpy(a) for a in arrays]), rows)
 
     def embed_images(paths: Sequence[str]) -> np.ndarray:
         if not paths:
             return np.zeros((0, 0), dtype=np.float32)
         out = []
-        chunks = [paths[i : i + opt.batch_size] for i in range(0, len(paths), opt.batch_size)]
+        chunks = [paths[i : i + rows] for i in range(0, len(paths), rows)]
         # one autocast context for all batches: it casts the weights to bf16 once, not per batch
         with torch.inference_mode(), autocast(prec, dev):
             batches = prefetched(chunks, load_batch, opt.loader_workers)
             for i, batch in enumerate(progress(batches, f"embed images ({spec.name})", total=len(chunks), min_total=2)):
                 batch = batch.to(dev, memory_format=torch.channels_last if conv else torch.preserve_format)
-                e = model.encode_image(batch)
+                e = model.encode_image(batch)[: len(chunks[i])]
                 out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
                 del batch
                 if i % 50 == 49:
@@ -401,14 +426,18 @@ def _text_embedder(
     spec: ModelSpec, opt: RuntimeOptions, model: Any, tokenizer: Any, dev: str
 ) -> Callable[[Sequence[str]], np.ndarray]:
     """The text embedder of a :class:`LoadedModel`: texts -> (n, dim) float32 L2-normalised rows
-    ((0, 0) for no text), ``opt.batch_size`` texts at a time on ``dev``."""
+    ((0, 0) for no text), :func:`forward_rows` texts at a time on ``dev``, each forward pass padded
+    to exactly that many rows (as the images are)."""
     import torch
+
+    rows = forward_rows(dev, opt.batch_size)
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         out = []
         with torch.inference_mode():
-            for i in progress(range(0, len(texts), opt.batch_size), f"embed texts ({spec.name})", min_total=2):
-                e = model.encode_text(tokenizer(list(texts[i : i + opt.batch_size])).to(dev))
+            for i in progress(range(0, len(texts), rows), f"embed texts ({spec.name})", min_total=2):
+                chunk = list(texts[i : i + rows])
+                e = model.encode_text(_padded(tokenizer(chunk), rows).to(dev))[: len(chunk)]
                 out.append(torch.nn.functional.normalize(e.float(), dim=-1).cpu().numpy())
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 

@@ -7,6 +7,7 @@ import pytest
 from gavil.domain.winogavil import top_k
 from gavil.errors import ParamsError
 from gavil.io import validate
+from gavil.models.canonical import CLIP_ROWS
 from gavil.models.embeddings import Cache, predict, score_instances
 from gavil.models.loading import LoadedModel, ModelSpec, RuntimeOptions, WeightsUnavailable, load_model
 from gavil.params import Params, parse_params
@@ -172,11 +173,12 @@ def test_untrained_and_local_weights_file_run_the_real_model(tmp_path, capsys):
     )
     assert rnd.untrained and rnd.weights_id == "untrained"
     imgs = [str(IMG_DIR / "cat.png"), str(IMG_DIR / "rocket.jpg"), str(IMG_DIR / "moon.png")]
-    e1 = rnd.embed_images(imgs)  # 2 batches, the second decoded on a prefetch thread
+    e1 = rnd.embed_images(imgs)  # one forward pass of CLIP_ROWS rows, decoded on a prefetch thread
     assert e1.shape == (3, 1024) and np.allclose(np.linalg.norm(e1, axis=1), 1, atol=1e-5)
     assert rnd.embed_texts(["A cat"]).shape == (1, 1024)
     capsys.readouterr()
-    assert rnd.embed_texts(["A cat", "A dog", "A moon"]).shape == (3, 1024)  # 2 batches of 2: progress lines
+    prompts = [f"A word{i}" for i in range(CLIP_ROWS + 1)]
+    assert rnd.embed_texts(prompts).shape == (CLIP_ROWS + 1, 1024)  # 2 forward passes: progress lines
     assert "embed texts (r): 100%" in capsys.readouterr().out
 
     torch.manual_seed(0)
@@ -419,3 +421,30 @@ def test_prefetch_keeps_every_loader_thread_busy_and_yields_in_order(workers):
         return c * 10
 
     assert list(prefetched(chunks, load, workers)) == [c * 10 for c in chunks]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["RN50", "ViT-B-32"])
+def test_a_vector_is_a_function_of_its_input_alone(arch):
+    """The same image or prompt gets the same bytes whether it is embedded alone, among others,
+    in another partition, with another batch_size or with 1 or 2 threads (RN50's convolutions
+    pick their kernels by batch size: unpadded, the last batch of a partition came out 1.5e-8 off,
+    so 1 and 2 worker processes wrote other similarities)."""
+    import torch
+
+    from tests.helpers import IMAGES as IMG_DIR
+
+    imgs = sorted(str(p) for p in IMG_DIR.iterdir() if p.suffix in {".png", ".jpg", ".jpeg", ".webp"})[:20]
+    prompts = [f"A word{i}" for i in range(CLIP_ROWS + 3)]
+    spec = ModelSpec(f"det-{arch}", "open_clip", arch, None)
+    runs = {}
+    for batch_size, threads in [(32, 2), (2, 1), (5, 2)]:
+        torch.manual_seed(0)
+        m = load_model(spec, RuntimeOptions(batch_size=batch_size, threads=threads, loader_workers=1))
+        whole_i, whole_t = m.embed_images(imgs), m.embed_texts(prompts)
+        cut = len(imgs) // 3  # partitions of another size: each call's last forward pass is padded
+        parts_i = np.concatenate([m.embed_images(imgs[:cut]), m.embed_images(imgs[cut:])])
+        parts_t = np.concatenate([m.embed_texts(prompts[:1]), m.embed_texts(prompts[1:])])
+        assert whole_i.tobytes() == parts_i.tobytes() and whole_t.tobytes() == parts_t.tobytes()
+        runs[(batch_size, threads)] = (whole_i.tobytes(), whole_t.tobytes())
+    assert len(set(runs.values())) == 1, "batch_size or threads changed a vector"
