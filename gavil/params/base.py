@@ -50,8 +50,8 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    #: Its fields that name entries of the ``models`` section (a name or a list of names) -> the
-    #: kind those entries must be (None: any). Checked by :func:`gavil.params.parse_params`;
+    #: Its fields that name entries of the ``models`` section (a name or a list of names; a nested
+    #: block's field as ``block.field``) -> the kind those entries must be (None: any). Checked by :func:`gavil.params.parse_params`;
     #: ``dvc.yaml`` adds the named entries' keys to the params of the stages that read the section.
     MODEL_REFS: ClassVar[dict[str, str | None]] = {}
 
@@ -59,7 +59,9 @@ class Section(BaseModel):
         """The ``models`` entries it names (in ``field``, else in all of :attr:`MODEL_REFS`), in order."""
         names: list[str] = []
         for f in [field] if field else self.MODEL_REFS:
-            v = getattr(self, f)
+            v: Any = self
+            for part in f.split("."):  # a field of a nested block: "safety.model"
+                v = getattr(v, part)
             names += [v] if isinstance(v, str) else list(v or [])  # None: the optional reference is off
         return list(dict.fromkeys(names))
 

@@ -1,18 +1,35 @@
 """Params section ``review`` (stage ``ocr_filter``; the ``gavil review`` page): whether every image
-must be accepted by a person before anyone sees it, and where the reviewers' decisions are kept
-(docs/review.md)."""
+must be accepted by a person before anyone sees it, and where the reviewers' decisions are kept;
+``review.safety`` (stage ``safety_score``): the optional zero-shot safety score that orders the
+review queue (docs/review.md)."""
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator
 
 from gavil.params.base import Section, runtime_field
 
 
+class SafetyParams(Section):
+    """The safety score (stage ``safety_score``, docs/review.md "The safety score"): off by default.
+
+    With ``enabled``, the open_clip model of the ``models`` entry ``model`` scores every image in the
+    review queue against a short list of unsafe-content prompts (zero-shot; the prompts are in
+    :mod:`stages.safety_score`), and the review page can sort by the score. It orders the queue
+    only: no image is accepted or rejected by it. Off, the stage loads no model and writes an
+    empty table.
+    """
+
+    enabled: bool = False  # true: score the review queue's images (the page can sort by the score)
+    model: str = "rival"  # models entry (open_clip) that scores; pretrained: null = random weights, "untrained"
+
+
 class ReviewParams(Section):
+    MODEL_REFS: ClassVar[dict[str, str | None]] = {"safety.model": "open_clip"}
+
     # true: an image the OCR accepted reaches candidate sets, the game and the export only once a
     # reviewer accepted it (review_pending until then); false: only rejections apply
     required: bool = True
@@ -22,6 +39,8 @@ class ReviewParams(Section):
     # machines reach it through an SSH tunnel, docs/review.md)
     host: str = runtime_field("127.0.0.1")
     port: Annotated[int, Field(ge=1, le=65535)] = runtime_field(8766)
+    # the optional safety score that orders the queue (stage safety_score; never decides anything)
+    safety: SafetyParams = SafetyParams()
 
     @field_validator("host")
     @classmethod

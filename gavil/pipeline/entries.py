@@ -82,6 +82,20 @@ TABLES: tuple[Table, ...] = (
         local=True,
     ),
     Table(
+        "safety",
+        "data/safety/safety.parquet",
+        "schemas.safety:Safety",
+        "zero-shot safety score of each image in the review queue (orders the page; decides nothing)",
+    ),
+    Table(
+        "safety_embeddings",
+        "data/cache/safety_embeddings.parquet",
+        "schemas.embeddings:EmbeddingCache",
+        "safety model's image and prompt embeddings (local cache: not a DVC output)",
+        persist=True,
+        local=True,
+    ),
+    Table(
         "candidate_sets",
         "data/instances/candidate_sets.parquet",
         "schemas.instances:CandidateSets",

@@ -25,8 +25,9 @@ from gavil.pipeline import catalog
 if TYPE_CHECKING:
     from gavil.params import Params
 
-#: ``models[<section>.<field>].<key>``: one key of the ``models`` entry that ``<section>.<field>`` names.
-MODEL_KEY = re.compile(r"models\[(\w+)\.(\w+)\]\.(\w+)")
+#: ``models[<section>.<field>].<key>``: one key of the ``models`` entry that ``<section>.<field>`` names
+#: (a nested block's field: ``<section>.<block>.<field>``); without ``.<key>``: all its output keys.
+MODEL_KEY = re.compile(r"models\[(\w+)\.([\w.]+)\](?:\.(\w+))?")
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ class StageSpec:
         for p in self.params:
             ref, sec, key = MODEL_KEY.fullmatch(p), self._section(p), p.partition(".")[2]
             if ref:
-                name = getattr(getattr(params, ref.group(1)), ref.group(2))
-                keys.append(f"models.{name}.{ref.group(3)}")
+                for name in getattr(params, ref.group(1)).model_names(ref.group(2)):
+                    keys += [f"models.{name}.{ref.group(3)}"] if ref.group(3) else params.models.output_keys(name)
             elif key:
                 keys.append(p)
             else:
@@ -106,9 +107,17 @@ STAGES: tuple[StageSpec, ...] = (
         "ocr_filter",
         reads=("candidates", "images", "image_store"),
         writes=("ocr", "ocr_detections", "plot_ocr_fates"),
-        params=("ocr", "review"),
+        params=("ocr", "review.required", "review.decisions_path"),  # review.safety: safety_score's
         external=("${review.decisions_path}",),  # the reviewers' decisions (docs/review.md)
         partitioned=True,
+    ),
+    StageSpec(
+        # the review page's optional sort order; no stage reads it (docs/review.md "The safety score")
+        "safety_score",
+        reads=("ocr", "image_store", "embeddings"),  # embeddings: the rival's vectors, reused (read only)
+        writes=("safety", "safety_embeddings"),
+        params=("review.safety", "models[review.safety.model]"),
+        network=True,
     ),
     StageSpec(
         "build_instances",

@@ -9,6 +9,10 @@ decisions file afresh, and every decision is appended under a lock, so two peopl
 two servers on one file) never overwrite each other; the last decision for an image is the one in
 force. The pipeline applies the file when ``ocr_filter`` runs next (``dvc repro``).
 
+When the optional safety score exists (``review.safety.enabled``, stage ``safety_score``), each
+image carries its ``punsafe`` and the page offers to sort by it, highest first; scores from random
+weights (untrained) are named as such and are not the default order. The score decides nothing.
+
 Routes: ``/`` the page, ``/static/review.{js,css}``, ``/img/{sha256}`` an image, ``GET /api/queue``
 every image with its state, ``POST /api/decide`` ``{"who", "decision", "reason", "sha256"}``.
 """
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -28,11 +33,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from gavil.pipeline import catalog
+from gavil.review import REVIEWABLE
 from gavil.review.decisions import REASONS, Decision, DecisionsError, append_decision, latest, now_utc, read_decisions
 
 STATIC = Path(__file__).parent / "static"
-#: The ``ocr`` statuses of the images a reviewer sees: those the OCR let through.
-REVIEWABLE = ("accepted", "review_pending", "review_rejected")
 _PAGES = {
     "index.html": "text/html; charset=utf-8",
     "review.js": "text/javascript; charset=utf-8",
@@ -41,18 +45,32 @@ _PAGES = {
 
 
 @dataclass(frozen=True)
+class Safety:
+    """An image's optional safety score (the ``safety`` table, stage ``safety_score``): ``punsafe``
+    (fraction 0-1; None without weights), ``model`` (``RN50/openai``, ``RN50/untrained``) and
+    ``status`` (ok, untrained, no_weights). It orders the page only."""
+
+    punsafe: float | None
+    model: str
+    status: str
+
+
+@dataclass(frozen=True)
 class Item:
-    """An image to review: its bytes' sha256, its concept, its file (absolute) and crawl source."""
+    """An image to review: its bytes' sha256, its concept, its file (absolute) and crawl source, and
+    its safety score when the ``safety_score`` stage made one."""
 
     sha256: str
     concept: str
     path: Path
     source: str
+    safety: Safety | None = None
 
 
 def review_items(root: str | Path = ".") -> list[Item]:
     """The images of the project at ``root`` that the OCR let through, sorted by concept, from the
-    ``ocr`` and ``images`` tables (run ``dvc repro ocr_filter`` first).
+    ``ocr`` and ``images`` tables (run ``dvc repro ocr_filter`` first), each with its safety score
+    from the ``safety`` table where there is one (``review.safety.enabled``; none while it is off).
 
     Raises:
         gavil.errors.MissingInput: the ``ocr`` table does not exist yet.
@@ -61,16 +79,35 @@ def review_items(root: str | Path = ".") -> list[Item]:
     ocr = catalog.read_table("ocr", root)
     images = catalog.read_table("images", root)
     source = dict(zip(images["concept"], images["source"]))
+    scores: dict[str, Safety] = {}
+    if catalog.exists("safety", root):
+        t = catalog.read_table("safety", root)
+        for sha, p, m, st in zip(t["sha256"], t["punsafe"], t["safety_model"], t["status"]):
+            scores[str(sha)] = Safety(None if pd.isna(p) else float(p), str(m), str(st))
     ok = ocr[ocr["status"].isin(REVIEWABLE) & ocr["sha256"].notna()].sort_values("concept")
     return [
-        Item(str(s), str(c), root / str(p), str(source.get(c, "?")))
+        Item(str(s), str(c), root / str(p), str(source.get(c, "?")), scores.get(str(s)))
         for s, c, p in zip(ok["sha256"], ok["concept"], ok["path"])
     ]
 
 
+def safety_summary(items: list[Item]) -> dict[str, object]:
+    """What the page says about the safety scores of ``items``: ``scored`` (some image has a score:
+    the page offers to sort by it), ``untrained`` (the scores come from random weights: the page
+    says so and keeps its concept order by default) and ``model`` (the models that scored, joined)."""
+    scored = [i.safety for i in items if i.safety is not None and i.safety.punsafe is not None]
+    return {
+        "scored": bool(scored),
+        "untrained": any(s.status == "untrained" for s in scored),
+        "model": ", ".join(sorted({s.model for s in scored})),
+    }
+
+
 def queue(items: list[Item], decisions_path: Path) -> dict[str, object]:
     """The page's state: every item with the decision in force (``state`` pending / accepted /
-    rejected, its reason, who and when), the reasons' list and the counts (reviewed, left).
+    rejected, its reason, who and when) and its safety score (``punsafe``, None without one), the
+    reasons' list, the counts (reviewed, left) and the scores' summary (``safety``,
+    :func:`safety_summary`). The score is shown and sorted by, never used to decide.
 
     Raises:
         DecisionsError: the decisions file is broken (one line: file, row, column).
@@ -89,10 +126,12 @@ def queue(items: list[Item], decisions_path: Path) -> dict[str, object]:
                 "reason": d.reason if d else "",
                 "who": d.who if d else "",
                 "when": d.when if d else "",
+                "punsafe": i.safety.punsafe if i.safety else None,
             }
         )
     left = sum(r["state"] == "pending" for r in rows)
-    return {"items": rows, "reasons": list(REASONS), "reviewed": len(rows) - left, "left": left}
+    summary = safety_summary(items)
+    return {"items": rows, "reasons": list(REASONS), "reviewed": len(rows) - left, "left": left, "safety": summary}
 
 
 def decide(items: list[Item], decisions_path: Path, body: object) -> dict[str, object]:

@@ -63,9 +63,10 @@ def _params_naming(p: Params, name: str) -> set[str]:
 
 def test_each_model_setting_is_a_param_of_exactly_the_stages_that_use_the_model():
     """The numerics a stage embeds at are its own model entry's: the shipped rival's precision is a
-    param of the stages that run the rival and of no other (evaluate runs its own clip-rn50 entry)."""
+    param of the stages that run the rival and of no other (evaluate runs its own clip-rn50 entry;
+    safety_score runs the rival when review.safety is on)."""
     p = load_params(ROOT / "params.yaml")
-    assert _params_naming(p, "rival") == {"score_candidates", "adversarial_filter"}
+    assert _params_naming(p, "rival") == {"score_candidates", "adversarial_filter", "safety_score"}
     assert _params_naming(p, "clip-rn50") == {"evaluate"}
     device = {s.name for s in STAGES if "models.text-minilm-l6.device" in s.param_keys(p)}
     assert device == {"adversarial_filter", "aflite", "evaluate"}

@@ -524,7 +524,8 @@ def test_a_stages_params_modules_are_those_of_the_sections_it_reads():
 def test_a_models_entry_is_a_param_of_exactly_the_stages_whose_sections_name_it():
     """A key added to an entry becomes a dvc.yaml param of the stages that name the entry, and of no other."""
     p = load_params(ROOT / "params.yaml")
-    users = {"rival": {"score_candidates", "adversarial_filter"}, "text-mpnet": set()}  # no default stage names it
+    # text-mpnet: no default stage names it
+    users = {"rival": {"score_candidates", "adversarial_filter", "safety_score"}, "text-mpnet": set()}
     users["text-minilm-l6"] = {"adversarial_filter", "aflite", "evaluate"}
     for name, stages in users.items():
         key = f"models.{name}.cache_dir"

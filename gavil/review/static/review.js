@@ -2,11 +2,19 @@
 // sharing one queue (the server's decisions file). See gavil/review/web.py and docs/review.md.
 "use strict";
 const $ = (id) => document.getElementById(id);
-const state = { items: [], reasons: [], focus: 0, rejecting: null, mine: [] };
+const state = { items: [], reasons: [], focus: 0, rejecting: null, mine: [], safety: null };
+
+// The optional safety score (punsafe, 0-1) only orders the queue: highest first, unscored last, ties by
+// concept. It never decides anything; untrained (random-weight) scores are never the default order.
+function bySafety(a, b) {
+  const x = a.punsafe ?? -1, y = b.punsafe ?? -1;
+  return y - x || a.concept.localeCompare(b.concept);
+}
 
 function shown() {
   const f = $("filter").value, s = $("source").value;
-  return state.items.filter((i) => (f === "all" || i.state === f) && (!s || i.source === s));
+  const list = state.items.filter((i) => (f === "all" || i.state === f) && (!s || i.source === s));
+  return $("sort").value === "safety" ? list.slice().sort(bySafety) : list;
 }
 
 function say(text) { $("message").textContent = text || ""; }
@@ -29,6 +37,11 @@ function render() {
     const st = document.createElement("div"); st.className = "state";
     st.textContent = i.state === "pending" ? `pending · ${i.source}` : `${i.state}${i.reason ? ": " + i.reason : ""} · ${i.who}`;
     cap.append(c, st);
+    if (i.punsafe !== null && i.punsafe !== undefined) {
+      const sc = document.createElement("div"); sc.className = "safety";
+      sc.textContent = `safety score ${i.punsafe.toFixed(2)}${state.safety.untrained ? " (untrained)" : ""}`;
+      cap.append(sc);
+    }
     tile.append(img, cap);
     tile.addEventListener("click", () => { state.focus = n; render(); });
     return tile;
@@ -38,9 +51,23 @@ function render() {
   if (f) f.scrollIntoView({ block: "nearest" });
 }
 
+function takeSafety(safety) {
+  const first = state.safety === null;
+  state.safety = safety;
+  $("sort-box").hidden = !safety.scored;
+  const note = $("safety-note");
+  note.hidden = !safety.scored;
+  note.textContent = safety.untrained
+    ? `Safety scores from ${safety.model}: random weights (untrained), not a real score; the queue keeps its concept order.`
+    : `Safety scores from ${safety.model} (zero-shot, 0-1): they order the queue, they decide nothing.`;
+  if (!safety.scored) $("sort").value = "concept";
+  else if (first) $("sort").value = safety.untrained ? "concept" : "safety";
+}
+
 function take(data) {
   state.items = data.items; state.reasons = data.reasons;
   state.reviewed = data.reviewed; state.left = data.left;
+  takeSafety(data.safety);
   const sources = [...new Set(data.items.map((i) => i.source))].sort();
   const sel = $("source"), keep = sel.value;
   if (sel.options.length - 1 !== sources.length) {
@@ -121,6 +148,7 @@ $("who").addEventListener("change", () => localStorage.setItem("gavil-review-who
 $("who").addEventListener("keydown", (e) => { if (e.key === "Enter") $("who").blur(); });
 $("filter").addEventListener("change", () => { state.focus = 0; render(); });
 $("source").addEventListener("change", () => { state.focus = 0; render(); });
+$("sort").addEventListener("change", () => { state.focus = 0; render(); });
 document.addEventListener("keydown", onKey);
 load();
 setInterval(load, 10000); // other reviewers' decisions
