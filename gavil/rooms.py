@@ -22,7 +22,7 @@ ROOMS: dict[str, str] = {
     "gavil tools": "gavil/cli.py, query.py, report.py, docs.py, figures.py, rooms.py: the commands",
     "flows": "flows/: the Prefect flow, deployments, workers",
     "gavil.game": "gavil/game/: the collection game's web app",
-    "stages": "stages/: the twelve stages, peers",
+    "stages": "stages/: the thirteen stages, peers",
     "gavil.review": "gavil/review/: the image review page and its decisions",
     "gavil.gamestore": "gavil/gamestore/: the game's store (SQL)",
     "gavil.models": "gavil/models/: model loading, embeddings, OCR engines",
