@@ -320,3 +320,18 @@ def test_the_review_page_sorts_by_the_score_and_names_untrained_scores(browser):
         expect(page.locator("#sort-box")).to_be_hidden()
         expect(page.locator("#safety-note")).to_be_hidden()
         page.close()
+
+
+def test_without_weights_the_rows_have_no_score_and_a_fixed_reason(in_tmp):
+    """Enabled on a machine without the rival's weights (no cache, no download): every image is
+    ``no_weights`` with a null score, and the stage goes on, naming the key to set."""
+    from gavil.pipeline import catalog
+    from gavil.pipeline.runner import run_stage
+
+    _project_ocr(in_tmp)
+    rival = {"cache_dir": str(in_tmp / "empty-cache"), "allow_download": False, "threads": 1, "loader_workers": 0}
+    metrics = run_stage("safety_score", Params().replace(review={"safety": {"enabled": True}}, models={"rival": rival}))
+    out = catalog.read_table("safety")
+    assert len(out) == 3 and set(out["status"]) == {"no_weights"} and out["punsafe"].isna().all()
+    assert set(out["safety_model"]) == {"RN50/openai"} and out["reason"].str.contains("weights_path").all()
+    assert metrics["by_status"] == {"no_weights": 3} and "models.rival.weights_path" in metrics["message"]
