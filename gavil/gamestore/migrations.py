@@ -123,6 +123,18 @@ CREATE INDEX flags_player ON flags(player_id, created_at);
 CREATE INDEX gold_flags_player ON gold_flags(player_id, created_at);
 """
 
+# version 6 -> 7, players' consent (gavil.domain.consent): each acceptance names the version (sha256) of the
+# consent text the player was shown, once per player and version; a withdrawal is one row per player (final)
+_CONSENT_V7 = """
+CREATE TABLE consents(
+  player_id TEXT NOT NULL REFERENCES players(player_id), version TEXT NOT NULL CHECK (length(version) = 64),
+  accepted_at REAL NOT NULL, PRIMARY KEY (player_id, version));
+CREATE INDEX consents_player ON consents(player_id, accepted_at);
+CREATE TABLE consent_withdrawals(
+  player_id TEXT PRIMARY KEY REFERENCES players(player_id), withdrawn_at REAL NOT NULL,
+  last_version TEXT, leases_released INTEGER NOT NULL DEFAULT 0);
+"""
+
 MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     0: _TABLES_V1,
     1: _MIGRATE_1_TO_2,
@@ -130,6 +142,7 @@ MIGRATIONS: dict[int, str | Callable[[sqlite3.Connection], None]] = {
     3: _MIGRATE_3_TO_4,
     4: _FLAGS_V5 + _GOLD_V5,
     5: _COUNTED_V6,
+    6: _CONSENT_V7,
 }
 """SQL (or a function of the connection) taking a store of version ``v`` to ``v + 1`` (version 0:
 no tables; its step creates version 1's tables, then every later step applies)."""

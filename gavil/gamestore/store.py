@@ -57,6 +57,11 @@ annotator key before anything leaves it):
   flags_through, reviewed_at)``: an admin's ``keep`` or ``retire`` covering the association's
   flags up to ``flags_through``; at most one ``retire`` per association (retire is final). The
   review rule: :mod:`gavil.domain.flags`.
+- ``consents(player_id, version, accepted_at)`` (version 7): each player's acceptance of the
+  consent text, ``version`` the sha256 of the text's bytes they were shown, one row per player and
+  version; ``consent_withdrawals(player_id, withdrawn_at, last_version, leases_released)``: a
+  player's withdrawal (final, one per player), the version they had accepted last and how many
+  open leases it released (:mod:`gavil.gamestore.consent`, rules :mod:`gavil.domain.consent`).
 - ``settings(key, value)``: ``paused`` ("1"/"0").
 - ``gold_items``, ``gold_leases``, ``gold_answers``, ``gold_flags`` (version 5): solver checks with
   gold items (``game.gold``), described in :mod:`gavil.gamestore.gold`; ``gold_flags`` holds players'
@@ -81,7 +86,7 @@ from gavil.gamestore.migrations import MIGRATIONS
 from gavil.gamestore.review import read_flags
 
 STORE_FILE = "game.sqlite"
-SCHEMA_VERSION = 6  # PRAGMA user_version of a store this code writes; older ones are migrated on open
+SCHEMA_VERSION = 7  # PRAGMA user_version of a store this code writes; older ones are migrated on open
 
 
 class GameStoreError(GavilError):

@@ -313,7 +313,7 @@ def test_every_older_store_migrates_to_flags_and_keeps_its_rows(tmp_path, versio
     assert [c["flags"] for c in before] == [[]]
     connect(path).close()
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     con.execute(
         "INSERT INTO flags (instance_id, player_id, category, reason, created_at) VALUES ('g1', 'p2', 'wrong', '', 12)"
     )

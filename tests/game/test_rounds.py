@@ -118,7 +118,7 @@ def test_a_version_3_store_migrates_its_creations_into_a_closed_round_1(tmp_path
     assert [c["round"] for c in before] == [None, None, None]
     connect(path).close()
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     assert con.execute("SELECT * FROM rounds").fetchall() == [(1, None, None, None, None, 10.0, 20.0)]
     con.close()
     after, _ = read_submissions(path)
