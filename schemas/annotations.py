@@ -73,6 +73,11 @@ class Instances(StrictModel):
         nullable=True,
         description="that rival's weights as the game loaded them: pretrained tag, file:<sha256[:16]> or untrained",
     )
+    withdrawn: Series[str] = pa.Field(
+        nullable=True,
+        description="a game creation whose spymaster withdrew consent: 'withdrawn: player withdrew consent "
+        "(<UTC time>)'; null otherwise (select_instances withholds it unless published)",
+    )
 
     @pa.dataframe_check(error="associations must be a subset of candidates, K = len(associations)")
     def consistent(cls, df: pd.DataFrame) -> pd.Series:

@@ -12,7 +12,7 @@ STATUSES = [
     "below_threshold",
     "insufficient_solvers",
     "profane_cue",
-    "withheld",  # held by players' flags: open, or retired by review (stages.select_instances.flags)
+    "withheld",  # held by players' flags, an unshowable image, or a withdrawn spymaster (stages.select_instances)
     "rejected",
     "duplicate",
     "retired",
@@ -61,7 +61,9 @@ class Selection(StrictModel):
     its split_id is null. A ``withheld`` row is a game instance held by players' flags (reason
     ``flagged_unreviewed: ...`` until an admin reviews it, ``retired_by_review: ...`` after a
     retire), never in the benchmark; a published one held by flags is ``retired`` with that reason
-    (:mod:`stages.select_instances.flags`).
+    (:mod:`stages.select_instances.flags`). An unpublished game instance whose spymaster withdrew
+    consent is ``withheld`` too, reason ``withdrawn: player withdrew consent (<UTC time>); ...``; a
+    published one keeps its ID with that note (:mod:`stages.select_instances.consent`).
     """
 
     instance_uid: Series[str] = pa.Field(unique=True)

@@ -479,6 +479,15 @@ CITATION = (
 )
 #: Facts this version of the project does not record, said so rather than claimed.
 NOT_RECORDED = "not recorded by this version"
+#: ``rai:dataCollection`` on the players' consent: what the game does (docs/review.md "Consent"), and
+#: that its records stay with the operator.
+CONSENT_STATEMENT = (
+    "Consent of the players: round 0's (the WinoGAViL release) is not recorded by this version; in this"
+    " project's game each player accepts the operator's consent text before any work, and the game's store"
+    " keeps which version of the text (its sha256) each player accepted and when, and who withdrew; a"
+    " withdrawn player's unpublished associations and answers are left out of later builds. These records"
+    " stay with the operator (the game's admin export), not in this export."
+)
 
 
 class DatasetFacts(TypedDict):
@@ -570,7 +579,7 @@ def _collection_statements(facts: DatasetFacts) -> list[str]:
                 f" round's opening and closing time (`gavil round list`), not carried into this export by"
                 " this version."
             )
-    out.append(f"Consent of the players: {NOT_RECORDED}.")
+    out.append(CONSENT_STATEMENT)
     return out
 
 

@@ -3,15 +3,23 @@ annotation source: its creations and solves are fed, as raw records, to the same
 raw batches (:mod:`stages.import_annotations.raw`: cue, N, K, two-cue tasks, duplicates, no
 self-solve) and player ids are hashed with the same annotator key. Rejects name the store file
 with ``#creations`` / ``#solves`` and the row's sequence number as the line. Players' flags and
-their reviews become the ``flags`` table (:func:`flag_rows`).
+their reviews become the ``flags`` table (:func:`flag_rows`). A player who withdrew consent
+(:mod:`gavil.domain.consent`): their answers are rejected with the reason (:func:`drop_withdrawn`),
+their creations carry it in the ``withdrawn`` column (:func:`withdrawn_column`), for
+``select_instances`` to decide (published ones stay).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+import pandas as pd
+
+from gavil.domain.consent import withdrawn_reason
 from gavil.domain.flags import reports_hold
 from gavil.domain.privacy import hash_annotator
+from gavil.gamestore.consent import read_withdrawals
 from gavil.gamestore.store import read_submissions
 from stages.import_annotations.gold import GoldCheck, checked_solves
 from stages.import_annotations.raw import import_creation_records, import_solve_records
@@ -148,3 +156,64 @@ def flag_rows(
                 }
             )
     return sorted(rows, key=lambda r: r["flag_id"]), dropped
+
+
+def withdrawn_players(path: Path | None, key: bytes) -> dict[str, float]:
+    """Hashed player id -> when they withdrew consent (Unix seconds), of the store at ``path``
+    (:func:`gavil.gamestore.consent.read_withdrawals`); empty without a store."""
+    if path is None:
+        return {}
+    return {hash_annotator(pid, key): t for pid, t in read_withdrawals(path).items()}
+
+
+def drop_withdrawn(
+    path: Path, solves: list[dict], withdrawn: dict[str, float], state: ImportState
+) -> tuple[list[dict], int]:
+    """The store's solves less those of players who withdrew consent (hashed ids in ``withdrawn``),
+    and how many were dropped. Each dropped answer is a reject (``#solves``, its ``seq``, reason
+    :func:`gavil.domain.consent.withdrawn_reason`) that keeps only the instance and the hashed
+    solver, never the answer itself; counted in the file's ``rows_read``."""
+    name = f"{path.as_posix()}#solves"
+    kept, dropped = [], 0
+    for r in solves:
+        when = withdrawn.get(hash_annotator(r["solver_id"], state.key)) if withdrawn else None
+        if when is None:
+            kept.append(r)
+            continue
+        dropped += 1
+        state.reject(name, r["seq"], "solve", withdrawn_reason(when), {k: r[k] for k in ("instance_id", "solver_id")})
+    if dropped:
+        state.read[name] = state.read.get(name, 0) + dropped
+    return kept, dropped
+
+
+def withdrawn_column(
+    path: Path | None, source_files: Iterable[str], spymasters: Iterable[object], withdrawn: dict[str, float]
+) -> list[str | None]:
+    """The ``withdrawn`` column of the instances table: for a creation of the store at ``path``
+    whose (hashed) spymaster withdrew consent, :func:`gavil.domain.consent.withdrawn_reason`; else None."""
+    name = f"{path.as_posix()}#creations" if path is not None else None
+    return [
+        withdrawn_reason(withdrawn[s]) if f == name and isinstance(s, str) and s in withdrawn else None
+        for f, s in zip(source_files, spymasters)
+    ]
+
+
+def withdrawals(path: Path | None, solves: list[dict], state: ImportState) -> tuple[list[dict], dict[str, float], int]:
+    """The store's withdrawn players applied to its ``solves``: (the solves kept, hashed player id
+    -> withdrawal time of :func:`withdrawn_players`, how many solves :func:`drop_withdrawn` rejected)."""
+    withdrawn = withdrawn_players(path, state.key)
+    if path is None or not withdrawn:
+        return solves, withdrawn, 0
+    kept, dropped = drop_withdrawn(path, solves, withdrawn, state)
+    return kept, withdrawn, dropped
+
+
+def consent_metrics(withdrawn: dict[str, float], column: pd.Series, dropped: int) -> dict[str, int]:
+    """The import's ``consent`` metrics: players who withdrew, their creations (marked in the
+    instances' ``withdrawn`` ``column``) and their answers rejected."""
+    return {
+        "players_withdrawn": len(withdrawn),
+        "creations_of_withdrawn": int(column.notna().sum()),
+        "solves_dropped": dropped,
+    }

@@ -27,11 +27,14 @@ from gavil.pipeline import catalog
 from schemas.annotations import AnnotationRejects, Flags, Instances, Solves
 from stages.import_annotations.crowd import import_crowd
 from stages.import_annotations.game import (
+    consent_metrics,
     flag_rows,
     import_game_creations,
     import_game_solves,
     read_game,
     store_metrics,
+    withdrawals,
+    withdrawn_column,
 )
 from stages.import_annotations.gold import GoldCheck, gold_checks, judge, score_gold
 from stages.import_annotations.raw import import_creations, import_solves
@@ -128,7 +131,7 @@ def import_all(
         game_store: the collection game's SQLite store (``game.sqlite``; a missing file is no
             data): its creations after every batch's, its solves after every batch's.
         gold: ``game.gold`` params (None: the defaults, switch off): the gold check of the game's
-            solvers (:mod:`stages.import_annotations.gold`).
+            solvers (:mod:`stages.import_annotations.gold`). Withdrawn players: :func:`~.game.withdrawals`.
         flag_params: ``game.flags`` params (None: the defaults): the weight of players' reports
             (:func:`stages.import_annotations.game.flag_rows`).
 
@@ -147,8 +150,10 @@ def import_all(
     untrained = import_game_creations(game_store, game_creations, state) if game_store and game_creations else 0
     _import_batches(batches, "solves", crowd_files, state)
     gold = gold or GoldParams()
+    game_solves, withdrawn, dropped = withdrawals(game_store, game_solves, state)
     gold_answers, gold_js, verdict, excluded = _game_solves(game_store, game_solves, gold, state)
     inst, sol, rej = _tables(state)
+    inst["withdrawn"] = withdrawn_column(game_store, inst["source_file"], inst["spymaster"], withdrawn)
     flags, flags_dropped = _flags_table(
         game_store, game_creations, state, verdict if gold.enabled else None, flag_params
     )
@@ -167,6 +172,8 @@ def import_all(
         },
         "game_store": store_metrics(game_store, game_creations, game_solves),
     }
+    if withdrawn:  # players who withdrew consent (docs/review.md "Consent"); none: the metrics as before
+        metrics["consent"] = consent_metrics(withdrawn, inst["withdrawn"], dropped)
     checks = gold_checks(gold_js, verdict, excluded)
     if gold.enabled or len(checks):  # the switch off and no gold answer: the metrics as before gold items
         metrics["gold"] = {

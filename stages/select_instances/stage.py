@@ -20,7 +20,9 @@ published instance is final: its row is rebuilt from the ledger, frozen, whateve
 edits or removed batches say; only ``select.retired`` takes it out (status ``retired``, its ID
 never reused), or players' flags while unreviewed or once a review retired it. A game instance
 with an open flag or retired by review never enters the benchmark: ``withheld`` (reason
-``flagged_unreviewed`` or ``retired_by_review``; :mod:`stages.select_instances.flags`).
+``flagged_unreviewed`` or ``retired_by_review``; :mod:`stages.select_instances.flags`). Nor does the
+unpublished work of a player who withdrew consent (``withheld``, reason ``withdrawn: ...``); their
+published instances stay, the withdrawal noted (:mod:`stages.select_instances.consent`).
 Outputs do not depend on the row order of any input (:func:`canonical_order`).
 
 Also writes the paper's Table 1 (generated associations, average model score =
@@ -42,6 +44,7 @@ from gavil.domain.winogavil import solvable_by_humans, solver_agreement, solver_
 from gavil.io import atomic_path, write_csv
 from gavil.pipeline import catalog
 from schemas.selection import UNNUMBERED, Selection
+from stages.select_instances.consent import published_note, withdraw, withdrawn_of
 from stages.select_instances.flags import held_reasons, published_reason, withhold
 from stages.select_instances.guard import check_ledger, published_ids, read_ledger, read_published
 from stages.select_instances.history import check_history, published_history
@@ -129,6 +132,9 @@ def select(
             ``ocr`` table); None checks nothing. An unpublished instance not from the release with
             a candidate that cannot be shown is ``withheld`` (:mod:`stages.select_instances.showable`).
 
+    An instance whose ``withdrawn`` (instances column; absent: none) is set, its spymaster having
+    withdrawn consent, is ``withheld`` when unpublished and keeps its ID, noted, when published.
+
     Returns:
         :class:`schemas.selection.Selection`: one row per imported instance (canonical order,
         :func:`canonical_order`), then published instances no longer imported as published
@@ -162,6 +168,7 @@ def select(
         for r in rows
     ]
     rows = [hold_unshowable(r, images) if r["instance_uid"] not in published else r for r in rows]
+    rows = withdraw(rows, withdrawn_of(instances), published)
     dups = mark_duplicates(rows, [r for r in led.values() if not is_null(r["ID"])])
     return _selection_frame(rows, dups, led, ledger, instances)
 
@@ -197,7 +204,8 @@ def _imported_row(
     if old is not None and old["fingerprint"] != fp:
         return _conflict_row(rec.instance_uid, row, old, fp, len(given)), False
     if old is not None and not is_null(old["ID"]):
-        return published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard), True
+        note = published_note(getattr(rec, "withdrawn", None))
+        return published_row(old, row, given, gone.get(rec.instance_uid), min_solver_jaccard, note), True
     if rec.origin == "raw":
         short = _score_raw(row, old, given, rec.associations, min_solvers)
         if short is not None:

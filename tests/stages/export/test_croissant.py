@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from stages.export import CROISSANT_FILE, NOT_RECORDED
+from stages.export import CONSENT_STATEMENT, CROISSANT_FILE
 from tests.stages.export.test_export_hf import _build
 
 mlc = pytest.importorskip("mlcroissant", reason="the `test` extra installs mlcroissant (pip install -e '.[test]')")
@@ -97,7 +97,7 @@ def test_the_rai_fields_are_the_cards_facts_and_say_what_is_not_recorded(built: 
         "Round 2: late / file:0123456789abcdef (1 instance).",
     ]
     assert "Round 1 (2 published, 0 retired)" in rai["dataCollection"]
-    assert f"Consent of the players: {NOT_RECORDED}." in rai["dataCollection"]
+    assert CONSENT_STATEMENT in rai["dataCollection"] and "accepts the operator's consent text" in CONSENT_STATEMENT
     review = [t for t in rai["dataPreprocessingProtocol"] if t.startswith("Image review by a person:")]
     assert review and "accepted by a named reviewer" in review[0] and "review.required: true" in review[0]
     assert doc["license"][0] == "https://creativecommons.org/licenses/by/4.0/"
