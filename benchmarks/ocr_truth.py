@@ -25,8 +25,13 @@ first setting and the others, and a setting named twice in ``--settings`` runs t
 overall, by cap height and at >= 3 %; false rejections of text-free and of unrelated-text photos;
 mean wall and CPU seconds; ratio of ``readtext``'s mean wall time to the side's.
 
+``--peer-from results/<name>.json`` takes ``readtext``'s readings and times from an earlier result
+of the same set (same ``--per-cap`` and ``--seed``: checked image by image) instead of running it
+again (readtext's readings are a function of the images; its times are then that run's, under that
+run's load, and the result says so).
+
 Usage (project root, venv):  python benchmarks/ocr_truth.py [--per-cap 6] [--seed 0] [--rounds 1]
-  [--settings default easyocr-fp32 ...] [--out ocr_truth]
+  [--settings default easyocr-fp32 ...] [--peer-from ocr_truth] [--out ocr_truth]
 Prints a table and writes benchmarks/results/<out>.json.
 """
 
@@ -57,6 +62,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "ppocr@1280": {"engine": "ppocr", "canvas_size": 1280},
     "ppocr-join0": {"engine": "ppocr", "join_tokens": 0},
     "easyocr-fp32": {"engine": "easyocr", "precision": "fp32", "canvas_size": 2560, "join_tokens": 0},
+    "ppocr-det-full": {"engine": "ppocr", "ppocr_max_side": None},
+    "ppocr-det640": {"engine": "ppocr", "ppocr_max_side": 640},
+    "ppocr-1thread": {"engine": "ppocr", "threads": 1},
 }
 
 STAGE = """
@@ -127,6 +135,19 @@ def score(items: Sequence[TruthItem], rejected: dict[str, bool]) -> dict[str, An
     }
 
 
+def _earlier_peer(name: str, per_cap: int, seed: int) -> tuple[float, float, dict[str, list]]:
+    """``readtext``'s (wall s, CPU s, readings) from ``benchmarks/results/<name>.json``, which must
+    be a result of the same set (``per_cap``, ``seed``); raises SystemExit (one line) otherwise."""
+    path = ROOT / "benchmarks" / "results" / f"{name.removesuffix('.json')}.json"
+    old = json.loads(path.read_text())
+    if (old.get("per_cap"), old.get("seed")) != (per_cap, seed) or "readtext" not in old.get("readings", {}):
+        raise SystemExit(
+            f"{path}: not a result of --per-cap {per_cap} --seed {seed} with readtext; run without --peer-from"
+        )
+    t = old["sides"]["readtext"]
+    return float(t["wall_s_mean"]), float(t["cpu_s_mean"]), old["readings"]["readtext"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-cap", type=int, default=6)
@@ -134,7 +155,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--settings", nargs="*", default=["default", "ppocr@1280"], choices=sorted(SETTINGS))
     ap.add_argument("--out", default="ocr_truth")
+    ap.add_argument(
+        "--peer-from", default=None, help="an earlier result's name in benchmarks/results (readtext reused)"
+    )
     args = ap.parse_args()
+    peer = _earlier_peer(args.peer_from, args.per_cap, args.seed) if args.peer_from else None
 
     import yaml
 
@@ -153,6 +178,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-truth-"))
     try:
         items = write_truth_set(work / "set", args.per_cap, args.seed)
+        if peer and set(peer[2]) != {Path(it.path).name for it in items}:
+            raise SystemExit(f"--peer-from {args.peer_from}: its images are not this set's; run without --peer-from")
         jobs = work / "jobs.json"
         jobs.write_text(json.dumps([[Path(it.path).name, it.concept, it.path] for it in items]))
         peer_jobs = work / "peer.json"  # readtext's jobs: (key, path)
@@ -168,7 +195,7 @@ def main() -> None:
         for r in range(args.rounds):
             for side in sides[r % len(sides) :] + sides[: r % len(sides)]:
                 if side == "readtext":
-                    wall, cpu, found = run_readtext(peer_jobs)
+                    wall, cpu, found = peer if peer and r == 0 else run_readtext(peer_jobs)
                     readings[side] = found
                     for name, rule in rules.items():
                         rejected[name] = {
@@ -201,7 +228,8 @@ def main() -> None:
         }
     result = {
         "machine": machine(),
-        "note": "each side a new interpreter (imports, model load, every image, exit); the sides take turns",
+        "note": "each side a new interpreter (imports, model load, every image, exit); the sides take turns"
+        + (f"; readtext's readings and times are those of results/{args.peer_from}.json (same set)" if peer else ""),
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "per_cap": args.per_cap,
         "seed": args.seed,

@@ -10,10 +10,12 @@ public package index (pinned in ``pyproject.toml``/``constraints.txt``; nothing 
 time: :func:`model_files` fails if a file is missing). RapidOCR needs ``opencv-python-headless``, the
 stack's own OpenCV, so no second ``cv2`` is installed.
 
-Settings (``ocr.*``, :mod:`gavil.params.ocr`): the image reaches the detector at most
-``ocr.canvas_size`` px on its long side (web images whole) and is scaled up so its short side is at
-least ``ocr.ppocr_min_side`` px (DB's training scale: small words on small images are found);
-every detected box is recognised on its own (recognition batch 1: a box's reading does not depend
+Settings (``ocr.*``, :mod:`gavil.params.ocr`): the image is read at most ``ocr.canvas_size`` px
+on its long side (web images whole). The detector sees it scaled (:func:`detector_scale`) so its
+long side is at most ``ocr.ppocr_max_side`` px (PaddleOCR's 960: DB was trained at that scale, and
+on the OCR truth set small words were found that the full-resolution input missed, at about half
+the CPU) and its short side as close to ``ocr.ppocr_min_side`` px as that allows (small images
+are scaled up: their small words are found); the boxes are mapped back, and every detected box is recognised on its own (recognition batch 1: a box's reading does not depend
 on the other boxes of the image); the angle classifier is off (text within +-45 deg is read as
 is; a box at least 1.5x as tall as wide is turned 90 deg by RapidOCR before recognition).
 
@@ -29,6 +31,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,9 +67,9 @@ def engine(p: OcrParams) -> OcrEngine:
 
     cap = thread_cap()  # a worker process's share of the cores (processes x threads <= cores)
     threads = min(p.threads, cap) if cap else p.threads
-    key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, threads)
-    read = lazy_reader(key, lambda: make_reader(p.ppocr_min_side, threads))
-    return OcrEngine(label=engine_label(p.ppocr_min_side), read=read, load=load_for_ocr)
+    key: tuple[object, ...] = ("ppocr", p.ppocr_min_side, p.ppocr_max_side, threads)
+    read = lazy_reader(key, lambda: make_reader(p.ppocr_min_side, threads, p.ppocr_max_side))
+    return OcrEngine(label=engine_label(p.ppocr_min_side, p.ppocr_max_side), read=read, load=load_for_ocr)
 
 
 def model_dir() -> Path:
@@ -99,15 +104,72 @@ def models_digest() -> str:
     return h.hexdigest()[:8]
 
 
-def engine_label(min_side: int) -> str:
-    """The OCR cache's engine label, e.g. ``ppocr-rapidocr-3.10.0-v6small-1a2b3c4d-min736``: package
-    version, the models' digest and the setting that changes readings (``canvas_size`` is in the
-    cache key already; threads and batch size change nothing)."""
+def engine_label(min_side: int, max_side: int | None = None) -> str:
+    """The OCR cache's engine label, e.g. ``ppocr-rapidocr-3.10.0-v6small-1a2b3c4d-min736-max960``:
+    package version, the models' digest and the settings that change readings (``canvas_size`` is in
+    the cache key already; threads and batch size change nothing; no ``-max`` part: no cap)."""
     version = importlib.metadata.version("rapidocr")
-    return f"ppocr-rapidocr-{version}-v6small-{models_digest()}-min{min_side}"
+    cap = f"-max{max_side}" if max_side is not None else ""
+    return f"ppocr-rapidocr-{version}-v6small-{models_digest()}-min{min_side}{cap}"
 
 
-def make_reader(min_side: int = 736, threads: int = 2) -> PPReader:
+def detector_scale(h: int, w: int, min_side: int, max_side: int | None) -> float:
+    """The factor an ``h`` x ``w`` (pixels) image is resized by for PP-OCR's text detector: up
+    until the short side is ``min_side`` (never down for it), then down if the long side would
+    exceed ``max_side`` (None: no cap). RapidOCR then rounds each side to a multiple of 32."""
+    ratio = max(1.0, float(min_side) / min(h, w))
+    if max_side is not None and max(h, w) * ratio > max_side:
+        ratio = float(max_side) / max(h, w)
+    return ratio
+
+
+def _bounded_preprocess(min_side: int, max_side: int | None) -> Any:
+    """RapidOCR's ``DetPreProcess`` with :func:`detector_scale`'s size (its own resize knows one bound only)."""
+    import cv2
+    from rapidocr.ch_ppocr_det.utils import DetPreProcess
+
+    class Bounded(DetPreProcess):
+        def resize(self, img: np.ndarray) -> np.ndarray | None:
+            h, w = img.shape[:2]
+            r = detector_scale(h, w, min_side, max_side)
+            rh, rw = int(round(int(h * r) / 32) * 32), int(round(int(w * r) / 32) * 32)
+            if rh <= 0 or rw <= 0:
+                return None
+            out: np.ndarray = cv2.resize(img, (rw, rh))
+            return out
+
+    return Bounded(min_side, "min")
+
+
+_SESSIONS = threading.Lock()
+
+
+@contextmanager
+def _no_spinning() -> Iterator[None]:
+    """ONNX Runtime sessions created inside are told not to spin (``session.intra_op.allow_spinning``
+    = 0): a thread that waits for work sleeps instead of burning its core. Measured on the OCR truth
+    set with 2 threads on a loaded 2-core machine: 7.9 CPU-s instead of 14.8 for the same 36 readings
+    (docs/benchmarks.md). RapidOCR builds its session options itself, so its builder is wrapped while
+    our sessions are created (under a lock; restored after)."""
+    from rapidocr.inference_engine.onnxruntime import main as ort_main
+
+    cls: Any = ort_main.OrtInferSession
+    with _SESSIONS:
+        original = cls._init_sess_opts
+
+        def quiet(cfg: Any) -> Any:
+            opts = original(cfg)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            return opts
+
+        cls._init_sess_opts = staticmethod(quiet)
+        try:
+            yield
+        finally:
+            cls._init_sess_opts = staticmethod(original)
+
+
+def make_reader(min_side: int = 736, threads: int = 2, max_side: int | None = 960) -> PPReader:
     """A PP-OCR reader: ``read(images, canvas) -> [[(text, confidence), ...], ...]`` (one list per image).
 
     ``images`` are :func:`gavil.models.ocr_engine.load_for_ocr` arrays (RGB, plus the grey channel, which
@@ -137,6 +199,13 @@ def make_reader(min_side: int = 736, threads: int = 2) -> PPReader:
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
         }
     )
+    pre = _bounded_preprocess(min_side, max_side)
+    # the models are loaded lazily; load both now, without spinning threads, and give the detector
+    # the bounded resize (private rapidocr methods: rapidocr is pinned)
+    loaders: Any = engine
+    with _no_spinning():
+        loaders._load_det_model().get_preprocess = lambda: pre
+        loaders._load_rec_model()
 
     def read_one(im: np.ndarray) -> list[tuple[str, float]]:
         bgr = cv2.cvtColor(np.ascontiguousarray(im[..., :3]), cv2.COLOR_RGB2BGR)

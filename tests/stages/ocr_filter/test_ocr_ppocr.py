@@ -69,6 +69,59 @@ def test_ppocr_is_the_default_engine_and_refuses_cuda():
         parse_params({"ocr": {"device": "cuda"}})
 
 
+@pytest.mark.parametrize(
+    ("h", "w", "max_side", "want"),
+    [
+        (1200, 1600, 960, (704, 960)),  # a web photo: long side capped (720 rounds half to even: 704)
+        (300, 400, 960, (704, 960)),  # small: scaled up until the cap (x2.4)
+        (300, 400, None, (736, 992)),  # no cap: short side to 736 (the whole canvas's rule)
+        (1200, 1600, None, (1216, 1600)),  # no cap: a large image is read whole
+        (800, 600, 640, (640, 480)),  # a lower cap bounds the long side, portrait too
+        (100, 3000, 960, (32, 960)),  # a banner: the cap wins over the short side
+    ],
+)
+def test_the_detector_sees_a_bounded_size(h, w, max_side, want):
+    """:func:`gavil.models.ppocr.detector_scale`: up to ``ppocr_min_side`` on the short side, never
+    past ``ppocr_max_side`` on the long side, then each side rounded to a multiple of 32 as RapidOCR does."""
+    from gavil.models.ppocr import detector_scale
+
+    r = detector_scale(h, w, 736, max_side)
+    assert (int(round(int(h * r) / 32) * 32), int(round(int(w * r) / 32) * 32)) == want
+
+
+def test_the_detector_cap_changes_the_engine_label_and_the_reader_uses_it(monkeypatch):
+    """The cap is in the cache label (a new setting is a new reading) and reaches RapidOCR's detector."""
+    from gavil.models import ppocr
+
+    capped = engine_from_params(OcrParams(engine="ppocr")).label
+    whole = engine_from_params(OcrParams(engine="ppocr", ppocr_max_side=None)).label
+    assert capped.endswith("-max960") and not whole.endswith("-max960")
+    seen = []
+    real = ppocr.detector_scale
+    monkeypatch.setattr(ppocr, "detector_scale", lambda *a: seen.append(a) or real(*a))
+    read = ppocr.make_reader(736, threads=1, max_side=640)
+    read([np.full((600, 800, 4), 255, dtype=np.uint8)], 2560)
+    assert seen == [(600, 800, 736, 640)]
+
+
+def test_our_onnx_sessions_sleep_instead_of_spinning():
+    """Sessions made for the reader are told not to spin; RapidOCR's own builder is restored after."""
+    from omegaconf import OmegaConf
+    from rapidocr.inference_engine.onnxruntime.main import OrtInferSession
+
+    from gavil.models.ppocr import _no_spinning
+
+    cfg = OmegaConf.create({"enable_cpu_mem_arena": False, "intra_op_num_threads": 1, "inter_op_num_threads": 1})
+    before = OrtInferSession._init_sess_opts
+    with _no_spinning():
+        opts = OrtInferSession._init_sess_opts(cfg)
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert OrtInferSession._init_sess_opts is before or OrtInferSession._init_sess_opts == before
+    plain = OrtInferSession._init_sess_opts(cfg)
+    with pytest.raises(Exception, match="allow_spinning"):  # not set: ONNX Runtime's default (spin)
+        plain.get_session_config_entry("session.intra_op.allow_spinning")
+
+
 def test_rule_joins_a_word_read_as_two_tokens():
     join = MatchRule(join_tokens=1)
     assert match_text("lobster", [("LOBS", 0.9), ("TER", 0.95)], join).rejected
