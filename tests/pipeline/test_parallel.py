@@ -213,9 +213,10 @@ def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sampl
 
 
 def test_evaluate_spreads_clip_models_with_work(monkeypatch):
-    """evaluate's plan: with workers, each open_clip model with enough to embed gets a partition of its
-    own and the rest share one; with one worker, or with nothing for a CLIP model to embed, one
-    partition holds every model."""
+    """evaluate's plan: with workers, each open_clip model with enough to embed is cut into shares of
+    its images and prompts (every one in exactly one share of that model; more shares than workers,
+    so every core works even with one such model) and the rest share one partition; with one worker,
+    or with nothing for a CLIP model to embed, one partition holds every model."""
     import pandas as pd
 
     from gavil.params import load_params
@@ -223,20 +224,82 @@ def test_evaluate_spreads_clip_models_with_work(monkeypatch):
     from tests.helpers import ROOT
 
     params = load_params(ROOT / "params.yaml")
-    names = [f"w{i}" for i in range(200)]
+    names = [f"w{i}" for i in range(400)]
     inst = pd.DataFrame(
-        {"cue": [f"cue{i}" for i in range(40)], "candidates": [names[i * 5 : i * 5 + 5] for i in range(40)]}
+        {"cue": [f"cue{i}" for i in range(80)], "candidates": [names[i * 5 : i * 5 + 5] for i in range(80)]}
     )
     images = {c: (f"sha-{c}", f"img/{c}.jpg") for c in names}
     clip = [n for n in params.evaluate.models if params.models[n].kind == "open_clip"]
     assert len(clip) >= 2
+    shas, prompts = spread.clip_work(inst, images)
+    assert len(shas) == 400 and len(prompts) == 80
+    for only in (clip, clip[:1]):  # several CLIP models, or one: it is spread too
+        with parallel.planning_for(2):
+            parts = spread.plan(params, inst, images, [*only, "text-minilm-l6"])
+        for n in only:
+            mine = [p for p in parts if p["models"] == [n]]
+            assert len(mine) > 2, n  # more shares than the 2 workers
+            assert sorted(tuple(x) for p in mine for x in p["images"]) == shas
+            assert sorted(q for p in mine for q in p["prompts"]) == prompts
+        assert parts[-1] == {"models": ["text-minilm-l6"]}
     with parallel.planning_for(2):
-        parts = spread.plan(params, inst, images)
-        assert [p["models"] for p in parts[: len(clip)]] == [[n] for n in clip]
-        assert sorted(n for p in parts for n in p["models"]) == sorted(params.evaluate.models)
         assert spread.plan(params, inst, {}) == [{"models": list(params.evaluate.models)}]  # no CLIP work
     with parallel.planning_for(1):
         assert spread.plan(params, inst, images) == [{"models": list(params.evaluate.models)}]
+    with pytest.raises(ValueError, match="one open_clip model"):
+        spread.work(params, {"models": clip, "images": [], "prompts": []}, inst, images, [])
+
+
+def test_evaluate_shares_give_the_vectors_and_rows_one_process_gives(tmp_path, monkeypatch):
+    """Scoring from the shares' embeddings (each share embedded by a stub model in its own cache)
+    gives the rows that embedding everything in one call gives."""
+    import numpy as np
+    import pandas as pd
+
+    from gavil.models.embeddings import Cache, score_instances
+    from gavil.models.loading import LoadedModel, ModelSpec
+    from gavil.params import load_params
+    from stages.evaluate import spread
+    from tests.helpers import ROOT
+
+    params = load_params(ROOT / "params.yaml")
+    words = [f"w{i}" for i in range(300)]
+    inst = pd.DataFrame(
+        {
+            "instance_id": [f"i{i}" for i in range(60)],
+            "cue": [f"cue{i}" for i in range(60)],
+            "candidates": [words[i * 5 : i * 5 + 5] for i in range(60)],
+            "associations": [words[i * 5 : i * 5 + 2] for i in range(60)],
+        }
+    )
+    images = {c: (f"sha-{c}", f"img/{c}.jpg") for c in words}
+
+    def vec(key: str) -> np.ndarray:
+        v = np.random.default_rng(abs(hash(key)) % 2**32).normal(size=8).astype("<f4")
+        return v / np.linalg.norm(v)
+
+    stub = LoadedModel(
+        ModelSpec("clip-rn50", "open_clip", "RN50", None),
+        "untrained",
+        True,
+        lambda paths: np.stack([vec(p) for p in paths]),
+        lambda texts: np.stack([vec(t) for t in texts]),
+    )
+    monkeypatch.setattr(spread, "load_model", lambda spec, opt: stub)
+    with parallel.planning_for(2):
+        parts = spread.plan(params, inst, images, ["clip-rn50"])
+    assert len(parts) > 1
+    whole = Cache([], None)
+    one = score_instances(inst, stub, images, whole)
+    merged = Cache([], None)
+    for p in parts:
+        merged.add_rows(spread.work(params, p, inst, images, [], ["clip-rn50"])["rows"])
+    model, _ = spread.stand_in(
+        stub.spec, {"weights_id": "untrained", "untrained": True, "numerics": stub.numerics, "weights_sha256": None}
+    )
+    assert model is not None
+    split = score_instances(inst, model, images, merged)  # the stand-in refuses to embed: all from the shares
+    pd.testing.assert_frame_equal(one, split)
 
 
 @pytest.mark.slow
