@@ -18,6 +18,8 @@ import typer
 if TYPE_CHECKING:
     import pandas as pd
 
+    from gavil.params import Params
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help="WinoGAViL benchmark pipeline.", pretty_exceptions_enable=False
 )
@@ -269,6 +271,9 @@ def game(
     ctx: typer.Context,
     host: Annotated[str | None, typer.Option(help="default: game.host (127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="default: game.port")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="server processes on one store; default: game.workers (1)")
+    ] = None,
     params: str = "params.yaml",
 ) -> None:
     """Serve the spymaster/solver game; players join with the code in $GAVIL_GAME_JOIN_CODE."""
@@ -282,9 +287,13 @@ def game(
     from gavil.params import load_params
 
     p = load_params(params)
+    if workers is not None:
+        p = p.replace(game={"workers": workers})  # validated as game.workers is (1 to 64)
+    bind, at = host or p.game.host, p.game.port if port is None else port
+    if p.game.workers > 1:
+        return serve_workers(p, params, bind, at)
     set_synchronous(p.game.synchronous)
     g, images = build_game(p)
-    bind, at = host or p.game.host, p.game.port if port is None else port
     typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
     typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
     # proxy_headers off: uvicorn would believe X-Forwarded-For from any local client; the app reads it
@@ -299,6 +308,34 @@ def game(
         proxy_headers=False,
         timeout_keep_alive=75,
     )
+
+
+def serve_workers(p: Params, params: str, bind: str, at: int) -> None:
+    """``gavil game`` from ``game.workers`` processes on one store (uvicorn's workers, each building
+    its game with :func:`gavil.game.launch.worker_app`), after the start-up work done once here
+    (:func:`gavil.game.launch.prepare_workers`)."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from gavil.game.launch import listening_socket, prepare_workers
+    from gavil.gamestore.store import store_file
+
+    n = p.game.workers
+    sock = listening_socket(bind, at)
+    sets = prepare_workers(p, params, n)
+    typer.echo(f"game: {sets} candidate sets, {n} server processes (each loads the rival)", err=True)
+    typer.echo(f"game: store {store_file(p.game.store_dir)}; open http://{bind}:{at}/", err=True)
+    config = uvicorn.Config(
+        "gavil.game.launch:worker_app",
+        factory=True,
+        workers=n,
+        host=bind,
+        port=at,
+        log_level="warning",
+        proxy_headers=False,
+        timeout_keep_alive=75,
+    )
+    Multiprocess(config, sockets=[sock]).run()  # what uvicorn.run does with workers, on this socket
 
 
 @game_app.command("hits")

@@ -8,10 +8,13 @@ It reads the project's tables (``candidate_sets``, ``ocr``, ``selection``, ``af_
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
@@ -25,6 +28,9 @@ from gavil.gamestore.store import connect, store_file
 from gavil.params import Params
 from gavil.pipeline import catalog
 from schemas.ocr import accepted_images
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 
 class NoCandidateSets(GavilError):
@@ -159,3 +165,89 @@ def serve_af_variant(game: Game, root: Path = Path(".")) -> dict[str, Path]:
     added = game.serve_variant(out)
     print(f"game: serving {len(out)} swow_af instances as solve tasks ({added} new)", file=sys.stderr)
     return {images[c][0]: root / images[c][1] for v in out for c in v.candidates}
+
+
+#: The environment variable through which ``gavil game --workers N`` tells its worker processes
+#: which params file to load and how many processes serve (JSON: ``{"params": path, "workers": N}``).
+WORKER_ENV = "GAVIL_GAME_WORKER"
+
+
+def prepare_workers(params: Params, params_file: str, workers: int, root: Path = Path(".")) -> int:
+    """The start-up work of ``gavil game --workers N``, done once in the parent before the worker
+    processes start (each then builds its own game, :func:`worker_app`, finding nothing left to do):
+    the store created or migrated, the open round's rival entry checked, the gold items and variant
+    instances stored, the shared throttle file created (:mod:`gavil.gamestore.limits`), and the join
+    code and admin token put in the environment (one random secret for every process when unset).
+
+    Returns:
+        the number of playable candidate sets.
+
+    Raises:
+        RoundError: the open round's rival entry changed in params.yaml since the round was opened.
+        NoCandidateSets, TooFewGoldItems, catalog.MissingInput: as :func:`build_game`.
+    """
+    from gavil.gamestore.limits import SharedWindows, limits_file
+
+    g = params.game
+    store = store_file(root / g.store_dir)
+    con = connect(store)  # created or migrated here, once, before any worker opens it
+    try:
+        open_round = current_round(con)
+    finally:
+        con.close()
+    if open_round is not None:
+        check_rival(open_round, params)
+    if g.identity == "shared_code":
+        os.environ[g.join_code_env] = secret_from_env(g.join_code_env, "join code")
+    os.environ[g.admin_token_env] = secret_from_env(g.admin_token_env, "admin token")
+    game, _ = build_game(params, root, Rival("no_weights", "start-up only: no rival is loaded here"))
+    game.close()
+    SharedWindows(limits_file(store), 0).close()
+    os.environ[WORKER_ENV] = json.dumps({"params": str(Path(params_file).resolve()), "workers": workers})
+    return len(game.sets)
+
+
+def worker_app() -> Starlette:
+    """The app of one worker process of ``gavil game --workers N`` (uvicorn's app factory): the
+    params named in :data:`WORKER_ENV` with ``game.workers`` N, the store's durability set, the game
+    built over the project in the working directory (:func:`build_game`, its rival loaded here).
+
+    Raises:
+        KeyError: :data:`WORKER_ENV` is not set (only :func:`prepare_workers` sets it).
+    """
+    from gavil.game.web import create_app
+    from gavil.gamestore.store import set_synchronous, share_writers
+    from gavil.params import load_params
+
+    share_writers()  # the store's writers take turns with the other processes' (a file lock)
+    given = json.loads(os.environ[WORKER_ENV])
+    p = load_params(given["params"])
+    p = p.replace(game={"workers": given["workers"]})
+    set_synchronous(p.game.synchronous)
+    game, images = build_game(p)
+    return create_app(game, images)
+
+
+class CannotListen(GavilError):
+    """``gavil game`` cannot listen on its address (in use, or not this machine's)."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` for the worker processes to share (they listen and
+    accept on it). Made with ``IPPROTO_TCP`` named: asyncio sets ``TCP_NODELAY`` only on connections
+    of such a socket, and uvicorn's own (protocol 0) left Nagle's algorithm on, so an answer waited
+    for the client's delayed ACK (40 ms measured on each POST with a body).
+
+    Raises:
+        CannotListen: the address cannot be bound (the message names it and why).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise CannotListen(f"game: cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock

@@ -123,8 +123,11 @@ class Game:
         con.close()
         if self.round is None:
             print(f"game: {NO_ROUND_CONSOLE}", file=sys.stderr)
-        self._paused = bool(row and row[0] == "1")  # this process is the store's only writer
-        self._worker = RivalWorker(rival, store, self._by_name) if rival.model is not None else None
+        self._paused = bool(row and row[0] == "1")
+        self._paused_read = time.monotonic()  # when _paused was read from the store (paused())
+        # several server processes (game.workers): one rival thread scores for all, elected by a lock file
+        lock = store.with_name(store.name + ".rival.lock") if params.workers > 1 else None
+        self._worker = RivalWorker(rival, store, self._by_name, lock) if rival.model is not None else None
 
     def serve_variant(self, instances: Sequence[VariantInstance]) -> int:
         """Serve the ``swow_af`` variant as solve tasks (:func:`gavil.game.variant.store_variant`)."""
@@ -144,7 +147,13 @@ class Game:
             con = self._local.con = connect(self.store, create=False)
         return con
 
-    def paused(self) -> bool:  # in memory: no store read
+    def paused(self) -> bool:
+        """Whether the operator paused the game: the store's setting, read again at most once a
+        second (another server process, ``game.workers``, may have changed it)."""
+        now = time.monotonic()
+        if now - self._paused_read >= 1.0:
+            row = self.db.execute("SELECT value FROM settings WHERE key = 'paused'").fetchone()
+            self._paused, self._paused_read = bool(row and row[0] == "1"), now
         return self._paused
 
     def _submission(self, token: str) -> str:
@@ -515,7 +524,7 @@ class Game:
     def set_paused(self, paused: bool) -> None:
         with transaction(self.db) as db:
             db.execute("INSERT OR REPLACE INTO settings VALUES ('paused', ?)", ("1" if paused else "0",))
-        self._paused = paused
+        self._paused, self._paused_read = paused, time.monotonic()
 
     def submissions(self) -> dict[str, list[dict[str, Any]]]:
         """Every creation and solve, player ids replaced by their keyed hashes (:func:`gavil.game.admin.submissions`)."""

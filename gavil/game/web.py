@@ -34,6 +34,7 @@ import hashlib
 import ipaddress
 import logging
 import math
+import os
 import re
 import time
 from collections import deque
@@ -55,6 +56,7 @@ from gavil.errors import Conflict, Expired, Forbidden, Invalid, NotFound, Refusa
 from gavil.game import flags
 from gavil.game.rounds import round_state
 from gavil.game.service import Game, GameError
+from gavil.gamestore.limits import SharedWindows, limits_file
 from gavil.params.game import GameParams
 
 STATIC = Path(__file__).parent / "static"
@@ -198,6 +200,18 @@ class PauseBody(_Body):
     paused: Annotated[bool, Field(description="true or false (a JSON boolean, not a string)")]
 
 
+class AcceptBody(_Body):
+    """``POST /api/consent``: the version of the consent text accepted (:mod:`gavil.game.consent`)."""
+
+    version: Annotated[str, Field(max_length=64, description="the consent text's version (a string)")]
+
+
+class WithdrawBody(_Body):
+    """``POST /api/consent/withdraw``: ``confirm`` must be the JSON boolean true."""
+
+    confirm: Annotated[bool, Field(description="true (a JSON boolean): you withdraw your consent")]
+
+
 B = TypeVar("B", bound=_Body)
 
 
@@ -257,8 +271,10 @@ async def parse(request: Request, model: type[B]) -> B:
 
 # ------------------------------------------------------------------------------ throttles
 class Throttle:
-    """Moving-window rate limits for one app, kept in its memory (rules in the ``limits`` notation,
-    counted here: a window per rule, key and limit holds the times of the requests it let in).
+    """Moving-window rate limits for one app (rules in the ``limits`` notation, counted here: a
+    window per rule, key and limit holds the times of the requests it let in), kept in this
+    process's memory, or, with ``shared`` (``game.workers`` > 1), in the file every server process
+    shares (:class:`gavil.gamestore.limits.SharedWindows`), so a limit holds across processes.
 
     Rules (``game`` params, ``limits`` notation such as ``30/minute; 100/hour``):
     ``join_address`` and ``join_code`` (every ``POST /api/join``, keyed by client address and
@@ -268,16 +284,18 @@ class Throttle:
     account), ``unauthenticated`` (requests with no or an unknown session token, per client
     address), ``admin_address`` and ``admin_global`` (admin-token attempts).
 
-    Cost: amortised O(1) per request (expired times leave a window from its old end; windows left
-    empty are dropped every :data:`SWEEP_EVERY` requests), where the ``limits`` library's memory
-    storage rescanned every window on a new thread every 10 ms.
+    Cost in memory: amortised O(1) per request (expired times leave a window from its old end;
+    windows left empty are dropped every :data:`SWEEP_EVERY` requests), where the ``limits``
+    library's memory storage rescanned every window on a new thread every 10 ms. Shared: one short
+    SQLite transaction per rule checked.
     """
 
     SWEEP_EVERY = 10_000
 
-    def __init__(self, p: GameParams) -> None:
+    def __init__(self, p: GameParams, shared: SharedWindows | None = None) -> None:
         self.windows: dict[tuple[str, str, int], deque[float]] = {}
         self.hits = 0
+        self.shared = shared
         self.rules: dict[str, tuple[list[RateLimitItem], str]] = {
             "join_address": (parse_many(p.join_limit_per_address), "join attempts from this address"),
             "join_code": (parse_many(p.join_limit_per_code), "join attempts with this code"),
@@ -301,6 +319,20 @@ class Throttle:
                 under that limit nor the ones after it).
         """
         limits, what = self.rules[rule]
+        if self.shared is not None:
+            refused = self.shared.hit(rule, key, [(lim.amount, lim.get_expiry()) for lim in limits])
+        else:
+            refused = self._hit_memory(rule, key, limits)
+        if refused is not None:
+            i, wait = refused
+            raise Refused(
+                429,
+                f"too many {what} (limit {limits[i]}); slow down and try again in {wait} s",
+                {"Retry-After": str(wait)},
+            )
+
+    def _hit_memory(self, rule: str, key: str, limits: list[RateLimitItem]) -> tuple[int, int] | None:
+        """:meth:`hit` in this process's windows: None (let in) or (limit index, seconds to wait)."""
         now = time.monotonic()
         self._sweep(now)
         for i, lim in enumerate(limits):
@@ -309,13 +341,13 @@ class Throttle:
             while window and window[0] <= now - span:
                 window.popleft()
             if len(window) >= lim.amount:
-                wait = max(1, math.ceil(window[0] + span - now))
-                raise Refused(
-                    429,
-                    f"too many {what} (limit {lim}); slow down and try again in {wait} s",
-                    {"Retry-After": str(wait)},
-                )
+                return i, max(1, math.ceil(window[0] + span - now))
             window.append(now)
+        return None
+
+    def horizon_s(self) -> float:
+        """The longest window of any rule (seconds)."""
+        return float(max(lim.get_expiry() for limits, _ in self.rules.values() for lim in limits))
 
     def _sweep(self, now: float) -> None:
         """Every :data:`SWEEP_EVERY` hits: drop the windows whose every time has expired."""
@@ -368,14 +400,17 @@ def _token(request: Request) -> str:
 
 
 class Context:
-    """What every route of one app shares: the game, its throttles (:class:`Throttle`: they live in
-    this app's memory, so a restart starts them afresh), the trusted proxies
+    """What every route of one app shares: the game, its throttles (:class:`Throttle`: in this
+    app's memory with one server process, so a restart starts them afresh; in
+    ``<store>.limits.sqlite`` with ``game.workers`` > 1, shared by the processes), the trusted proxies
     (``game.trusted_proxies``), the images by hash, and the lock refused admin attempts wait on."""
 
     def __init__(self, game: Game, image_paths: dict[str, Path]) -> None:
         self.game = game
         self.image_paths = image_paths
         self.throttle = Throttle(game.p)
+        if game.p.workers > 1:  # several server processes: the windows in the file they share
+            self.throttle.shared = SharedWindows(limits_file(game.store), self.throttle.horizon_s())
         self.trusted: Networks = [ipaddress.ip_network(n, strict=False) for n in game.p.trusted_proxies]
         self.admin_lock = asyncio.Lock()  # refused admin attempts wait one at a time: slowed server-wide
         self.log = logging.getLogger("gavil.game")
@@ -476,13 +511,13 @@ def player_routes(ctx: Context) -> list[Route]:
 
     async def status(request: Request) -> Response:
         # the rounds as the store has them now (a `gavil round close` elsewhere shows at once): round_state
-        rounds = await run(lambda: round_state(game.db, game.round))
+        # paused: the store's setting, read at most once a second (another server process may set it)
+        rounds = await run(lambda: {**round_state(game.db, game.round), "paused": game.paused()})
         return _json(
             {
                 "rival_status": game.rival.status,
                 "rival_message": game.rival.message,
-                **rounds,  # round (the one collected; None: none), open_round, rounds (every round id)
-                "paused": game.paused(),  # in memory
+                **rounds,  # round (the one collected; None: none), open_round, rounds (every round id), paused
                 "identity": game.p.identity,
                 "min_solvers": game.min_solvers,
                 "bonus_unit": game.p.bonus_unit,
@@ -599,6 +634,7 @@ def admin_routes(ctx: Context) -> list[Route]:
                 "max_in_flight": c.max_in_flight,
                 "refused_busy": c.refused_busy,
                 "client_disconnects": c.client_disconnects,
+                "pid": os.getpid(),  # the counters are this server process's (game.workers)
             }
         )
 
@@ -637,7 +673,8 @@ async def on_error(request: Request, exc: Exception) -> Response:
 def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
     """The app for ``game``; ``image_paths``: sha256 -> file of every image the game shows.
 
-    Its throttles (:class:`Throttle`) live in this app's memory: a restart starts them afresh.
+    Its throttles (:class:`Throttle`) live in this app's memory, or with ``game.workers`` > 1 in the
+    file the server processes share (:mod:`gavil.gamestore.limits`).
     """
     ctx = Context(game, image_paths)
     routes = static_routes(ctx) + player_routes(ctx) + play_routes(ctx) + admin_routes(ctx)

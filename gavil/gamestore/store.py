@@ -72,6 +72,7 @@ Times are Unix seconds (float).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import sqlite3
 import threading
@@ -221,23 +222,55 @@ def connect(path: str | Path, create: bool = True) -> sqlite3.Connection:
 class Writers:
     """The writers of one store file in this process: they take turns on :attr:`lock` (a handover
     the moment it is free) before SQLite's own write lock, whose busy handler would otherwise make
-    them poll with sleeps of up to 100 ms; :attr:`waiting` counts those queued for it."""
+    them poll with sleeps of up to 100 ms; :attr:`waiting` counts those queued for it. With
+    ``turns`` (several server processes, :func:`share_writers`), the holder then takes an exclusive
+    ``flock`` of that file, so the processes take turns the same way (:meth:`turn`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: Path | None = None) -> None:
         self.lock = threading.RLock()
         self.waiting = 0
         self.count_lock = threading.Lock()
+        self._file = turns.open("a+b") if turns is not None else None
+        self._depth = 0  # nested turns of the thread holding the lock
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """This process's writers one at a time, then (with ``turns``) the processes one at a time."""
+        with self.lock:
+            self._depth += 1
+            try:
+                if self._file is not None and self._depth == 1:
+                    fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
+                    try:
+                        yield
+                    finally:
+                        fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+                else:
+                    yield
+            finally:
+                self._depth -= 1
 
 
 _WRITERS: dict[str, Writers] = {}
 _WRITERS_LOCK = threading.Lock()
+#: Whether several server processes write the store (``gavil game --workers N``): their writers take
+#: turns on ``<store>.writers.lock`` too (:class:`Writers`); set by :func:`share_writers`.
+SHARED_WRITERS = {"on": False}
+
+
+def share_writers() -> None:
+    """From now on, this process's writers of a store take turns with other processes' on an
+    exclusive ``flock`` of ``<store>.writers.lock`` (set in each worker of ``gavil game --workers``)."""
+    SHARED_WRITERS["on"] = True
 
 
 def _writers(path: Path) -> Writers:
     """The one :class:`Writers` of the store file at ``path`` in this process."""
     key = str(path.resolve())
     with _WRITERS_LOCK:
-        return _WRITERS.setdefault(key, Writers())
+        if key not in _WRITERS:
+            _WRITERS[key] = Writers(path.with_name(path.name + ".writers.lock") if SHARED_WRITERS["on"] else None)
+        return _WRITERS[key]
 
 
 class StoreConnection(sqlite3.Connection):
@@ -254,7 +287,8 @@ def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     pay a checkpoint, its slowest part, per write). Writers of one process take turns
     (:class:`Writers`) on a connection of :func:`connect`, and checkpoint after their turn
     (``PASSIVE``: it never waits, so the next writer need not wait for it); across processes
-    SQLite's lock decides. On any other connection: a FULL :func:`checkpoint` after each commit."""
+    SQLite's lock decides, or with :func:`share_writers` a file lock first. On any other connection:
+    a FULL :func:`checkpoint` after each commit."""
     writers = con.writers if isinstance(con, StoreConnection) else None
     if writers is None:
         with _one_transaction(con):
@@ -263,7 +297,7 @@ def transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         return
     with writers.count_lock:
         writers.waiting += 1
-    with writers.lock:
+    with writers.turn():
         with writers.count_lock:
             writers.waiting -= 1
         with _one_transaction(con):
