@@ -110,7 +110,11 @@ async def join(http: httpx.AsyncClient, name: str) -> dict[str, str]:
     inv.raise_for_status()
     r = await http.post("/api/join", json={"code": inv.json()["codes"][0], "name": name})
     r.raise_for_status()
-    return {"Authorization": f"Bearer {r.json()['token']}"}
+    me = {"Authorization": f"Bearer {r.json()['token']}"}
+    text = await http.get("/api/consent", headers=me)  # the consent text, accepted before any work
+    text.raise_for_status()
+    (await http.post("/api/consent", json={"version": text.json()["version"]}, headers=me)).raise_for_status()
+    return me
 
 
 def solve_body(task: dict[str, Any], selection: list[int]) -> dict[str, Any]:

@@ -56,6 +56,8 @@ def main() -> None:
             page.fill("#code", os.environ["GAVIL_GAME_JOIN_CODE"])
             page.fill("#name", "Ada")
             page.click("#join-btn")
+            page.click("#consent-accept")  # the consent text comes before any work
+            page.click("#mode-create")
             expect(page.locator("#create-grid .tile")).to_have_count(5)
             for i in (0, 2):
                 page.click(f"#create-grid .tile[data-pos='{i}']")

@@ -92,6 +92,7 @@ def mini_project(dest: Path, images: list[str]) -> Path:
     shutil.copytree(RELEASE, dest / "data/sample/winogavil")
     (dest / "data/sample/raw").mkdir(parents=True)
     (dest / "data/sample/raw/README.md").write_text("batches go here\n")
+    shutil.copy(ROOT / "data/sample/consent.md", dest / "data/sample/consent.md")  # game.consent_path
     (dest / "data/game").mkdir(parents=True)
     (dest / "data/game/README.md").write_text("the game's store goes here\n")
     (dest / "data/sample/images").mkdir(parents=True)
@@ -192,8 +193,9 @@ GAME_IMAGES = ["rocket", "moon", "astronaut", "cat", "coffee", "brick", "horse",
 def game_project(dest: Path, images: list[str] = GAME_IMAGES, open_round: bool = True) -> Path:
     """A project root with what ``gavil game`` reads, written directly (no pipeline run): the
     sample ``images`` in the content-addressed store, an ``ocr`` table accepting each, and
-    ``candidate_sets`` of 5 (first five), 6 (last six) and 10 (first ten) candidates; with
-    ``open_round``, a game store whose round 1 is open against the default ``rival`` entry."""
+    ``candidate_sets`` of 5 (first five), 6 (last six) and 10 (first ten) candidates, the sample's
+    consent text (``game.consent_path``); with ``open_round``, a game store whose round 1 is open
+    against the default ``rival`` entry."""
     import hashlib
 
     import pandas as pd
@@ -225,6 +227,8 @@ def game_project(dest: Path, images: list[str] = GAME_IMAGES, open_round: bool =
     ).assign(images_source="random")
     catalog.write_table(cs, "candidate_sets", dest)
     (dest / "data/game").mkdir(parents=True, exist_ok=True)
+    (dest / "data/sample").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "data/sample/consent.md", dest / "data/sample/consent.md")
     if open_round:
         from gavil.game.rounds import open_round as open_
         from gavil.gamestore.store import store_file

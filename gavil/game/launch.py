@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from gavil.domain.privacy import annotator_key
 from gavil.domain.profanity import ProfanityFilter
 from gavil.errors import GavilError
+from gavil.game.consent import ConsentText
 from gavil.game.rival import Rival, load_rival
 from gavil.game.rounds import check_rival, current_round
 from gavil.game.service import CandidateSet, Game
@@ -71,7 +72,9 @@ def secret_from_env(env: str, what: str) -> str:
     return value
 
 
-def build_game(params: Params, root: Path = Path("."), rival: Rival | None = None) -> tuple[Game, dict[str, Path]]:
+def build_game(
+    params: Params, root: Path = Path("."), rival: Rival | None = None, ask_consent: bool = True
+) -> tuple[Game, dict[str, Path]]:
     """The game over the project in ``root`` (tables, store, rival); and sha256 -> image file.
 
     The game collects the round open in the store (:mod:`gavil.game.rounds`) against that round's
@@ -79,11 +82,15 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
 
     Args:
         rival: a rival to use instead of loading the open round's (tests, benchmarks).
+        ask_consent: players accept the text of ``root / game.consent_path`` before any work
+            (:mod:`gavil.game.consent`; ``gavil game`` always asks); false only for tests of other rules.
 
     Raises:
         RoundError: the open round's rival entry changed in params.yaml since the round was opened.
+        GameError: ``ask_consent`` and the consent text cannot be read.
     """
     sets, paths = game_sets(root)
+    consent = ConsentText(root / params.game.consent_path) if ask_consent else None
     g = params.game
     if rival is None:
         con = connect(store_file(root / g.store_dir))  # created or migrated here, before the rival loads
@@ -109,6 +116,7 @@ def build_game(params: Params, root: Path = Path("."), rival: Rival | None = Non
         secret_from_env(g.admin_token_env, "admin token"),
         annotator_key(params.annotations.annotator_key_env),
         ProfanityFilter(prof.extra_words, prof.allow_words).reason,
+        consent,
     )
     if g.serve_af_variant:
         paths |= serve_af_variant(game, root)

@@ -86,11 +86,16 @@ def leaderboard(
     spymasters who made a round's solvable associations so rank above the players who only solved them.
 
     ``round_id``: only that collection round's associations and the answers to them, and only the
-    players who created or solved one of them (None: every player, every round)."""
+    players who created or solved one of them (None: every player, every round). Players who
+    withdrew consent are left out."""
     scores = [c for c in creation_scores(db, min_solvers, p) if round_id is None or c["round"] == round_id]
     solves = "SELECT s.jaccard FROM solves s JOIN creations c USING (instance_id) WHERE s.solver_id = ?"
     rows: list[tuple[tuple[float, ...], dict[str, object]]] = []
-    for pid, name in db.execute("SELECT player_id, display_name FROM players ORDER BY created_at"):
+    players = (  # a player who withdrew consent is not shown (docs/review.md "Consent")
+        "SELECT player_id, display_name FROM players p WHERE NOT EXISTS"
+        " (SELECT 1 FROM consent_withdrawals w WHERE w.player_id = p.player_id) ORDER BY created_at"
+    )
+    for pid, name in db.execute(players):
         args: tuple[object, ...] = (pid, pid) if round_id is None else (pid, round_id)
         js = [r[0] for r in db.execute(solves + (f" {_GOLD_TOO}" if round_id is None else " AND c.round = ?"), args)]
         mine = [c for c in scores if c["spymaster_id"] == pid]

@@ -48,6 +48,8 @@ from gavil.domain.names import display_name_keys
 from gavil.domain.rules import positions, score_answer
 from gavil.domain.vocabulary import K_LIMITS, clean_cue, name_key, normalize_name
 from gavil.game import admin, gold
+from gavil.game.consent import ConsentText
+from gavil.game.consent import require as require_consent
 from gavil.game.flags import held_args
 from gavil.game.rival import Rival, RivalWorker
 from gavil.game.rounds import NO_ROUND, NO_ROUND_CONSOLE, Round, current_round, still_open
@@ -89,7 +91,9 @@ def _sha(text: str) -> str:
 class Game:
     """One game over a store, candidate sets and a rival (thread-safe: one connection per thread). Starts one
     daemon thread computing the rival's picks when the rival has a model (:meth:`close` stops it). ``join_code``:
-    the shared code (``game.identity: shared_code``); unused with invitations."""
+    the shared code (``game.identity: shared_code``); unused with invitations. ``consent``: the text each
+    player accepts before any work (:mod:`gavil.game.consent`; ``gavil game`` always gives the one of
+    ``game.consent_path``); None asks for none (tests of other rules)."""
 
     def __init__(
         self,
@@ -102,6 +106,7 @@ class Game:
         admin_token: str,
         key: bytes,
         flag_cue: Callable[[str], str | None] = lambda c: None,
+        consent: ConsentText | None = None,
     ) -> None:
         self.store, self.rival, self.p, self.min_solvers = store, rival, params, min_solvers
         self.sets = {s.set_id: s for s in sets}
@@ -111,6 +116,7 @@ class Game:
         if params.identity == "shared_code" and not join_code:
             raise ValueError("game.identity shared_code needs a join code")
         self.join_code, self.admin_token, self.key, self.flag_cue = join_code, admin_token, key, flag_cue
+        self.consent = consent  # the text a player accepts before work (gavil.game.consent); None: none asked
         self.clock: Callable[[], float] = time.time  # Unix seconds: issue and expiry of leases, row times
         self._local = threading.local()
         self._rate: dict[str, list[float]] = {}
@@ -161,6 +167,7 @@ class Game:
         pid = self.player(token)
         if self.paused():
             raise GameError(503, "the game is paused by the operator; try again later")
+        require_consent(self, self.db, pid)
         now = time.monotonic()
         with self._rate_lock:
             recent = [t for t in self._rate.get(token, []) if now - t < 60]
@@ -276,8 +283,10 @@ class Game:
         """The player's open creation task (a candidate set and its cues so far), or a new one on
         the set with the fewest tasks in use (with a cue, or handed out in the last ``lease_s``)
         that the player has not had; None when none is left. Reserved only here, on request: with
-        ``reserve`` false only the open task is returned, if any (a read, nothing written)."""
+        ``reserve`` false only the open task is returned, if any (a read, nothing written). Raises
+        gavil.errors.Forbidden without consent (:func:`gavil.game.consent.require`)."""
         pid = self.player(token)
+        require_consent(self, self.db, pid)
         row = self._open_task(pid)
         if row is None and not reserve:
             return None
@@ -408,8 +417,10 @@ class Game:
         With gold checks on, a gold item instead on the player's gold turns (:mod:`gavil.game.gold`).
 
         Returns ``lease_id`` (what :meth:`solve` needs), ``instance_id``, ``cue``, ``images``
-        (sha256 in candidate order), ``k`` and ``expires_in_s``."""
+        (sha256 in candidate order), ``k`` and ``expires_in_s``. Raises gavil.errors.Forbidden without
+        consent (:func:`gavil.game.consent.require`)."""
         pid = self.player(token)
+        require_consent(self, self.db, pid)
         now = self.clock()
         if (task := gold.live_gold(self.db, pid, now)) is not None:
             return dict(task)

@@ -53,7 +53,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gavil.errors import Conflict, Expired, Forbidden, Invalid, NotFound, Refusal
-from gavil.game import flags
+from gavil.game import consent, flags
 from gavil.game.rounds import round_state
 from gavil.game.service import Game, GameError
 from gavil.gamestore.limits import SharedWindows, limits_file
@@ -658,6 +658,34 @@ def admin_routes(ctx: Context) -> list[Route]:
     ]
 
 
+def consent_routes(ctx: Context) -> list[Route]:
+    """The consent text and a player's acceptance and withdrawal (:mod:`gavil.game.consent`):
+    ``GET``/``POST /api/consent`` and ``POST /api/consent/withdraw``; reads under the account's read
+    budget, acceptances and withdrawals under its submission budget."""
+    game = ctx.game
+
+    async def consent_get(request: Request) -> Response:
+        return _json(await run(consent.state, game, await ctx.reader(request)))
+
+    async def consent_post(request: Request) -> Response:
+        token = await ctx.submitter(request)
+        b = await parse(request, AcceptBody)
+        return _json(await run(consent.accept, game, token, b.version))
+
+    async def withdraw(request: Request) -> Response:
+        token = await ctx.submitter(request)
+        b = await parse(request, WithdrawBody)
+        if not b.confirm:
+            raise GameError(400, "confirm must be true to withdraw")
+        return _json(await run(consent.withdraw, game, token))
+
+    return [
+        Route("/api/consent", consent_get, methods=["GET"]),
+        Route("/api/consent", consent_post, methods=["POST"]),
+        Route("/api/consent/withdraw", withdraw, methods=["POST"]),
+    ]
+
+
 async def on_error(request: Request, exc: Exception) -> Response:
     """A refusal as JSON ``{"error": message}``: a domain error (:class:`gavil.errors.Refusal`) with
     its :data:`STATUS`, a :class:`GameError` with its own (and a :class:`Refused`'s headers); a
@@ -677,7 +705,7 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
     file the server processes share (:mod:`gavil.gamestore.limits`).
     """
     ctx = Context(game, image_paths)
-    routes = static_routes(ctx) + player_routes(ctx) + play_routes(ctx) + admin_routes(ctx)
+    routes = static_routes(ctx) + player_routes(ctx) + play_routes(ctx) + admin_routes(ctx) + consent_routes(ctx)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

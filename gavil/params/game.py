@@ -87,6 +87,9 @@ class GameParams(Section):
     gold: GoldParams = GoldParams()
     # players' reports: what holds an instance out of a release, and each account's budget
     flags: FlagParams = FlagParams()
+    # the consent text players accept before any work (UTF-8 text, shown as plain text; its sha256
+    # is the version each acceptance records; a changed file asks every player again; docs/review.md)
+    consent_path: str = runtime_field("data/sample/consent.md")
     host: str = runtime_field("127.0.0.1")
     port: Annotated[int, Field(ge=0, le=65535)] = runtime_field(8765)
     # who may join: "invitation" (default): each person joins with their own single-use code that

@@ -12,8 +12,6 @@ Their answers never reach here: the import rejects them with the same reason.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from stages.select_instances.ledger import is_null
@@ -37,14 +35,15 @@ def published_note(withdrawn: object) -> str:
     return f"{withdrawn}: published before, its ID stays (the ledger keeps every published ID)"
 
 
-def withdraw(rows: list[dict[str, Any]], withdrawn: dict[str, str], published: set[str]) -> list[dict[str, Any]]:
+def withdraw(rows: list[dict[str, object]], withdrawn: dict[str, str], published: set[str]) -> list[dict[str, object]]:
     """``rows`` with every unpublished instance in ``withdrawn`` (uid -> reason) ``withheld``, the
     withdrawal first in its reason, then ``otherwise <status>: <reason>``; published ones (uids in
     ``published``) and rejected or duplicate rows unchanged."""
     out = []
     for r in rows:
-        why = withdrawn.get(r["instance_uid"])
-        if why is None or r["instance_uid"] in published or r["status"] in _UNTOUCHED:
+        uid = str(r["instance_uid"])
+        why = withdrawn.get(uid)
+        if why is None or uid in published or r["status"] in _UNTOUCHED:
             out.append(r)
             continue
         was = f"otherwise {r['status']}" + (f": {r['reason']}" if r.get("reason") else "")

@@ -49,7 +49,7 @@ class Play(Server):
         # an admin working through the queue makes more requests than the default budget of one address
         limits = {"admin_limit_per_address": "1000/minute", "admin_failure_delay_s": 0}
         p = params().replace(game={**limits, **game})
-        self.game, images = build_game(p, project, NO_RIVAL)
+        self.game, images = build_game(p, project, NO_RIVAL, ask_consent=False)
         games.append(self.game)
         self.client = TestClient(create_app(self.game, images))
 

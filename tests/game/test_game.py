@@ -4,6 +4,7 @@ the store read back by import_annotations."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -50,7 +51,7 @@ def project(tmp_path, monkeypatch):
 
 
 def make_client(project: Path, p: Params | None = None, rival: Rival | None = NO_RIVAL) -> TestClient:
-    game, images = build_game(p or params(), project, rival)
+    game, images = build_game(p or params(), project, rival, ask_consent=False)
     return TestClient(create_app(game, images))
 
 
@@ -306,9 +307,13 @@ def test_kill_9_loses_no_acknowledged_submission(project):
             pytest.fail(proc.stderr.read().decode() if proc.poll() is not None else "server did not start")
         http = httpx.Client(base_url=base, timeout=5)
 
+        version = hashlib.sha256((project / "data/sample/consent.md").read_bytes()).hexdigest()
+
         def join(name: str) -> dict[str, str]:
             token = http.post("/api/join", json={"code": "letmein", "name": name}).json()["token"]
-            return {"Authorization": f"Bearer {token}"}
+            me = {"Authorization": f"Bearer {token}"}
+            http.post("/api/consent", headers=me, json={"version": version})  # `gavil game` asks for it
+            return me
 
         spy = join("Spy")
         task = http.post("/api/create/task", headers=spy).json()["task"]

@@ -50,7 +50,7 @@ def project(tmp_path, monkeypatch):
 
 class App:
     def __init__(self, project: Path, p: Params) -> None:
-        self.game, images = build_game(p, project, NO_RIVAL)
+        self.game, images = build_game(p, project, NO_RIVAL, ask_consent=False)
         self.app = create_app(self.game, images)
         self.store = project / "data/game/game.sqlite"
 
@@ -361,7 +361,7 @@ def test_a_version_2_store_is_migrated_and_its_twins_keep_their_rows(tmp_path):
         )
     con.close()
     new = connect(path)
-    assert new.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert new.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     keys = new.execute("SELECT player_id, name_key, look_key FROM players ORDER BY player_id").fetchall()
     assert len(keys) == 2 and keys[0][2] != keys[1][2] and keys[1][2].startswith(keys[0][2])  # twin suffixed
     assert new.execute("SELECT COUNT(*) FROM creations").fetchone()[0] == 2

@@ -54,7 +54,7 @@ def _variant(root) -> None:
 @pytest.mark.parametrize("serve", [True, False])
 def test_served_variant_instances_reach_selection_only_through_human_solves(project, serve):  # noqa: F811
     _variant(project)
-    game, images = build_game(params(serve_af_variant=serve), project, NO_RIVAL)
+    game, images = build_game(params(serve_af_variant=serve), project, NO_RIVAL, ask_consent=False)
     client = TestClient(create_app(game, images))
     solvers = [Player(client, f"Solver {i}") for i in range(3)]
     served = []
@@ -68,7 +68,9 @@ def test_served_variant_instances_reach_selection_only_through_human_solves(proj
         assert served == []  # off by default: the variant is never served
         return
     assert sorted(set(served)) == ["swow_af:swow-a", "swow_af:swow-b"] and len(served) == 6
-    assert build_game(params(serve_af_variant=True), project, NO_RIVAL)[0].serve_variant([]) == 0  # idempotent
+    assert (
+        build_game(params(serve_af_variant=True), project, NO_RIVAL, ask_consent=False)[0].serve_variant([]) == 0
+    )  # idempotent
     res = import_all(None, [], None, KEY, game_store=store_file(project / "data/game"))
     inst, sol = res.instances, res.solves
     assert res.rejects.empty and set(inst["images_source"]) == {"swow_af"} and len(sol) == 6

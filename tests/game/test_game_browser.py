@@ -2,7 +2,8 @@
 download; tests.helpers.find_chromium) against the real server (uvicorn on 127.0.0.1): a spymaster and three
 solvers, a self-solve (by id, or with another player's task) refused, a hostile cue and display name shown as text, images on screen,
 a solver's flag from the solve page stored; the spymaster page's round and the leaderboard's round menu
-follow the store's rounds (closed and opened while the server runs)."""
+follow the store's rounds (closed and opened while the server runs); a new player accepts the consent text
+before any work, a changed text asks again, and a withdrawal is final."""
 
 from __future__ import annotations
 
@@ -45,8 +46,58 @@ def join(browser, base: str, name: str):
     page.fill("#name", name)
     page.click("#join-btn")
     sync_api.expect(page.locator("#whoami")).to_have_text(f"Playing as {name}")
+    sync_api.expect(page.locator("#consent")).to_be_visible()  # the consent text before any work
+    page.click("#consent-accept")
     sync_api.expect(page.locator("#choose")).to_be_visible()  # no creation task until asked for
     return page
+
+
+HOSTILE_CONSENT = "<img src=x onerror=window.pwned=1> <b>Contact</b>: ethics@example.org"
+
+
+def test_a_new_player_accepts_the_consent_text_before_any_work_and_a_changed_text_asks_again(server, browser, tmp_path):
+    expect = sync_api.expect
+    page = browser.new_context(viewport={"width": 1000, "height": 900}).new_page()
+    page.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
+    page.goto(server)
+    page.fill("#code", "letmein")
+    page.fill("#name", "Newcomer")
+    page.click("#join-btn")
+    expect(page.locator("#consent")).to_be_visible()
+    expect(page.locator("#consent-why")).to_have_text("Please read this before your first task.")
+    expect(page.locator("#consent-text")).to_contain_text("How to withdraw")
+    page.click("#mode-create")  # work before accepting: the consent text again, no task
+    expect(page.locator("#consent")).to_be_visible()
+    expect(page.locator("#create")).to_be_hidden()
+    direct = page.evaluate(
+        """async () => (await fetch('/api/solve/task', {method: 'POST', headers: {Authorization: 'Bearer ' +
+            sessionStorage.getItem('gavil-token')}})).status"""
+    )
+    assert direct == 403  # the server refuses, whatever the page does
+    page.click("#consent-accept")
+    expect(page.locator("#choose")).to_be_visible()
+    page.click("#mode-create")
+    expect(page.locator("#create-grid .tile")).to_have_count(5)
+    # the operator changes the text while the page is open: asked again before more work
+    text = tmp_path / "data/sample/consent.md"  # the server fixture's project is tmp_path
+    text.write_text(text.read_text() + "\n" + HOSTILE_CONSENT + "\n")
+    page.click("#mode-solve")
+    expect(page.locator("#consent")).to_be_visible()
+    expect(page.locator("#consent-why")).to_contain_text("The consent text changed since you accepted it")
+    expect(page.locator("#consent-text")).to_contain_text(HOSTILE_CONSENT)  # shown as text, never as HTML
+    assert page.locator("#consent-text *").count() == 0 and page.evaluate("window.pwned") is None
+    page.click("#consent-accept")
+    page.click("#mode-create")
+    expect(page.locator("#create-grid .tile")).to_have_count(5)
+    # withdrawing: confirmed on the page (no dialog), final for the account
+    page.click("#mode-consent")
+    page.click("#consent-withdraw")
+    page.click("#consent-withdraw-yes")
+    expect(page.locator("#consent-state")).to_contain_text("You withdrew your consent")
+    expect(page.locator("#consent-accept")).to_be_hidden()
+    page.click("#mode-create")
+    expect(page.locator("#consent")).to_be_visible()
+    expect(page.locator("#create")).to_be_hidden()
 
 
 def pick(page, grid: str, positions: list[int]) -> None:

@@ -36,7 +36,10 @@ def test_a_full_server_refuses_at_once_with_503_and_retry_after(tmp_path, monkey
     monkeypatch.setenv("GAVIL_GAME_JOIN_CODE", CODE)
     monkeypatch.setenv("GAVIL_GAME_ADMIN_TOKEN", ADMIN)
     game, images = build_game(
-        params(max_in_flight=2, busy_retry_after_s=3), game_project(tmp_path), Rival("no_weights", "none")
+        params(max_in_flight=2, busy_retry_after_s=3),
+        game_project(tmp_path),
+        Rival("no_weights", "none"),
+        ask_consent=False,
     )
     app = create_app(game, images)
     c = TestClient(app)

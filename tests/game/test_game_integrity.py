@@ -65,7 +65,7 @@ class Server:
     """A game and its app over one project (a restart is a new Server on the same store)."""
 
     def __init__(self, project: Path, games: list[Game], p: Params | None = None, rival: Rival = NO_RIVAL) -> None:
-        self.game, images = build_game(p or params(), project, rival)
+        self.game, images = build_game(p or params(), project, rival, ask_consent=False)
         games.append(self.game)
         self.client = TestClient(create_app(self.game, images))
 

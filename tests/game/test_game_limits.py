@@ -48,7 +48,7 @@ class App:
     """One app (one game, one set of throttles) reached from any number of client addresses."""
 
     def __init__(self, project: Path, p: Params) -> None:
-        game, images = build_game(p, project, NO_RIVAL)
+        game, images = build_game(p, project, NO_RIVAL, ask_consent=False)
         self.app = create_app(game, images)
         self.store = project / "data/game/game.sqlite"
 

@@ -98,7 +98,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 class Server:
     def __init__(self, project: Path, games: list[Game], p: Params) -> None:
-        self.game, images = build_game(p, project, FakeRival())
+        self.game, images = build_game(p, project, FakeRival(), ask_consent=False)
         games.append(self.game)
         self.images = images
         self.client = TestClient(create_app(self.game, images))
@@ -360,7 +360,7 @@ def test_a_version_4_store_migrates_and_keeps_its_rows(tmp_path):
     before = read_submissions(path)
     connect(path).close()
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"gold_items", "gold_leases", "gold_answers", "rounds", "leases"} <= tables
     assert con.execute("SELECT COUNT(*) FROM gold_answers").fetchone()[0] == 0

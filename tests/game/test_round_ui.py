@@ -39,7 +39,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def client(project: Path, games: list[Game]) -> TestClient:
-    game, images = build_game(params(), project, Rival("no_weights", "No rival model."))
+    game, images = build_game(params(), project, Rival("no_weights", "No rival model."), ask_consent=False)
     games.append(game)
     return TestClient(create_app(game, images))
 

@@ -50,7 +50,9 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 class Server:
     def __init__(self, project: Path, games: list[Game], rival: Rival | None = None) -> None:
-        self.game, images = build_game(params(), project, rival if rival is not None else FakeRival())
+        self.game, images = build_game(
+            params(), project, rival if rival is not None else FakeRival(), ask_consent=False
+        )
         games.append(self.game)
         self.client = TestClient(create_app(self.game, images))
 
@@ -205,7 +207,7 @@ def test_creations_are_refused_with_no_open_round_and_solving_goes_on(project, g
 
 
 def test_build_game_without_a_round_loads_no_rival(project, games):
-    game, _ = build_game(params(), project)  # would load RN50 if it looked for a rival
+    game, _ = build_game(params(), project, ask_consent=False)  # would load RN50 if it looked for a rival
     games.append(game)
     assert game.round is None and game.rival.model is None
 
@@ -269,7 +271,7 @@ def test_a_changed_rival_entry_stops_the_game_from_serving_its_round(project):
     open_round(store(project), params(), "rival")
     changed = params().replace(models={"rival": {"model": "ViT-B-32"}})
     with pytest.raises(RoundError, match="round 1's rival 'rival' was RN50/openai/None when opened"):
-        build_game(changed, project)
+        build_game(changed, project, ask_consent=False)
 
 
 # ------------------------------------------------------------------------------ round-aware tables

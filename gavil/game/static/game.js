@@ -2,7 +2,7 @@
 // Every text from the server is set with textContent: nothing is ever parsed as HTML.
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("gavil-token");
-const state = { createTask: null, createIid: null, solveTask: null, sel: new Set(), status: null };
+const state = { createTask: null, createIid: null, solveTask: null, sel: new Set(), status: null, consent: null };
 
 async function api(method, path, body) {
   const opt = { method, headers: { "Content-Type": "application/json" } };
@@ -69,6 +69,48 @@ function roundLine(s) {
   return "No round is being collected right now: new associations are not taken; you can still solve.";
 }
 
+// The consent text is shown as text (textContent in a <pre>), never as HTML. Work is asked for only
+// once the player accepted the version shown now; a changed text (another version) asks again.
+function showConsent(c) {
+  show("consent");
+  state.consent = c;
+  $("consent-text").textContent = c.text;
+  const changed = c.accepted_version && c.accepted_version !== c.version;
+  $("consent-why").textContent = c.withdrawn ? "" : c.accepted ? "You accepted this text." :
+    changed ? "The consent text changed since you accepted it: please read it again before more work." :
+    "Please read this before your first task.";
+  $("consent-state").textContent = c.withdrawn ? "You withdrew your consent on " + c.withdrawn_at +
+    " (UTC): this account takes no more work." : c.accepted ? "Accepted on " + c.accepted_at + " (UTC)." : "";
+  $("consent-accept").hidden = c.accepted || c.withdrawn;
+  $("consent-withdraw").hidden = c.withdrawn;
+  $("consent-confirm").hidden = true;
+}
+
+async function consentOk() {
+  // true when the player may work; otherwise the consent page is shown
+  const c = await api("GET", "/api/consent");
+  if (c.accepted && !c.withdrawn) { state.consent = c; return true; }
+  showConsent(c);
+  return false;
+}
+
+async function loadConsent() { showConsent(await api("GET", "/api/consent")); }
+
+async function acceptConsent() {
+  try {
+    const c = await api("POST", "/api/consent", { version: state.consent.version });
+    state.consent = c;
+    show("choose");
+  } catch (e) { say(e.message); }
+}
+
+async function withdrawConsent() {
+  try {
+    showConsent(await api("POST", "/api/consent/withdraw", { confirm: true }));
+    say("Consent withdrawn.");
+  } catch (e) { say(e.message); }
+}
+
 async function loadCreate() {
   show("create");
   $("create-result").textContent = "";
@@ -77,6 +119,7 @@ async function loadCreate() {
   $("cue").value = "";
   $("create-help").textContent = "";
   $("create-grid").replaceChildren();
+  if (!(await consentOk())) return;  // the panel is cleared first: nothing of an earlier task shows
   const s = await loadStatus();
   $("create-round").textContent = roundLine(s);
   $("create-round").classList.toggle("warn", s.round === null);
@@ -142,6 +185,7 @@ async function loadSolve() {
   $("solve-cue").textContent = "";
   $("solve-grid").replaceChildren();
   resetFlag();
+  if (!(await consentOk())) return;
   const { task } = await api("POST", "/api/solve/task");
   state.solveTask = task;
   $("flag-box").hidden = !task;
@@ -234,7 +278,7 @@ async function join() {
     sessionStorage.setItem("gavil-token", token);
     sessionStorage.setItem("gavil-name", r.name);
     joined(r.name);
-    show("choose");  // a creation task is reserved only when the player asks for one
+    if (await consentOk()) show("choose");  // a creation task is reserved only when the player asks for one
   } catch (e) { say(e.message); }
 }
 
@@ -251,6 +295,14 @@ document.addEventListener("DOMContentLoaded", () => {
   $("next-create").addEventListener("click", guard(loadCreate));
   $("next-solve").addEventListener("click", guard(loadSolve));
   $("lb-round").addEventListener("change", guard(loadLeaderboard));
+  $("mode-consent").addEventListener("click", guard(loadConsent));
+  $("consent-accept").addEventListener("click", acceptConsent);
+  $("consent-withdraw").addEventListener("click", () => { $("consent-confirm").hidden = false; });
+  $("consent-withdraw-no").addEventListener("click", () => { $("consent-confirm").hidden = true; });
+  $("consent-withdraw-yes").addEventListener("click", withdrawConsent);
   loadStatus().catch((e) => say(e.message));
-  if (token) { joined(sessionStorage.getItem("gavil-name") || ""); show("choose"); }
+  if (token) {
+    joined(sessionStorage.getItem("gavil-name") || "");
+    consentOk().then((ok) => { if (ok) show("choose"); }).catch((e) => say(e.message));
+  }
 });
