@@ -335,7 +335,7 @@ def _rivals() -> pd.DataFrame:
     return rivals.round_rivals(catalog.read_table("instances"))
 
 
-def plan(params: Params) -> list[dict[str, Any]]:
+def plan(params: Params) -> list[spread.Partition]:
     """The models' embedding work in partitions (:func:`stages.evaluate.spread.plan`: an open_clip
     model with enough to embed is cut into shares of its images and prompts when there are workers
     to share them): the models of ``evaluate.models`` and each game round's rival
@@ -344,7 +344,7 @@ def plan(params: Params) -> list[dict[str, Any]]:
     return spread.plan(params, inst, images, rivals.models_to_score(params, _rivals()))
 
 
-def work(params: Params, part: dict[str, Any]) -> spread.PartResult:
+def work(params: Params, part: spread.Partition) -> spread.PartResult:
     """Load one partition's models and embed what scoring the benchmark needs (:func:`stages.evaluate.spread.work`)."""
     _, inst, images = _inputs()
     names = rivals.models_to_score(params, _rivals())

@@ -42,6 +42,15 @@ if TYPE_CHECKING:
 MIN_PARTITION = 128
 
 
+class Partition(TypedDict, total=False):
+    """One partition of :func:`plan`: ``models`` always; ``images`` ([sha256, path] pairs) and
+    ``prompts`` only in a share of one open_clip model's embeddings."""
+
+    models: list[str]
+    images: list[list[str]]
+    prompts: list[str]
+
+
 def clip_work(inst: pd.DataFrame, images: dict[str, tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
     """What scoring ``inst`` with an open_clip model embeds: the (sha256, path) of every accepted
     image of the instances whose candidates all have one, and their prompts, each sorted and unique
@@ -64,7 +73,7 @@ def embeddings_needed(spec: ModelSpec, inst: pd.DataFrame, images: dict[str, tup
 
 def plan(
     params: Params, inst: pd.DataFrame, images: dict[str, tuple[str, str]], names: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[Partition]:
     """Partitions of ``names`` (default ``evaluate.models``; the stage adds the rounds' rivals,
     :func:`stages.evaluate.rivals.models_to_score`; see the module docstring): ``{"models": [name],
     "images": [[sha256, path], ...], "prompts": [...]}`` for a share of one open_clip model's
@@ -78,7 +87,7 @@ def plan(
         return [{"models": names}]
     shas, prompts = clip_work(inst, images)
     items: list[tuple[str, ...]] = [("image", sha, path) for sha, path in shas] + [("prompt", q) for q in prompts]
-    parts: list[dict[str, Any]] = []
+    parts: list[Partition] = []
     for n in heavy:
         for chunk in partition(items, None, MIN_PARTITION):
             parts.append(
@@ -113,7 +122,7 @@ class PartResult(TypedDict):
 
 def work(
     params: Params,
-    part: dict[str, Any],
+    part: Partition,
     inst: pd.DataFrame,
     images: dict[str, tuple[str, str]],
     cache_paths: Sequence[str | os.PathLike[str]],
@@ -168,7 +177,7 @@ def work(
     return {"models": out, "rows": cache.new_rows()}
 
 
-def _embed_share(model: LoadedModel, cache: Cache, part: dict[str, Any]) -> None:
+def _embed_share(model: LoadedModel, cache: Cache, part: Partition) -> None:
     """Embed a share partition's images (``[[sha256, path], ...]``) and prompts into ``cache``,
     under the keys :func:`gavil.models.embeddings.score_instances` looks up."""
     step(
