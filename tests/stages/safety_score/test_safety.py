@@ -153,6 +153,7 @@ def _project_ocr(root) -> dict[str, str]:
     return shas
 
 
+@pytest.mark.slow
 def test_off_by_default_it_loads_no_model_and_writes_an_empty_table(in_tmp, monkeypatch):
     from gavil.pipeline import catalog
     from gavil.pipeline.runner import run_stage
@@ -322,6 +323,7 @@ def test_the_review_page_sorts_by_the_score_and_names_untrained_scores(browser):
         page.close()
 
 
+@pytest.mark.slow
 def test_without_weights_the_rows_have_no_score_and_a_fixed_reason(in_tmp):
     """Enabled on a machine without the rival's weights (no cache, no download): every image is
     ``no_weights`` with a null score, and the stage goes on, naming the key to set."""
