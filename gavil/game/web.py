@@ -711,6 +711,8 @@ def create_app(game: Game, image_paths: dict[str, Path]) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await run(game.close)
+        if ctx.throttle.shared is not None:
+            ctx.throttle.shared.close()
 
     app = Starlette(
         routes=routes,

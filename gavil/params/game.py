@@ -128,12 +128,12 @@ class GameParams(Section):
     # admission control: API requests one server process serves at once; one more is refused at once
     # with HTTP 503 + Retry-After (busy_retry_after_s, seconds) instead of queueing (docs/game.md "Load")
     max_in_flight: PosInt = runtime_field(48)
-    busy_retry_after_s: Annotated[int, Field(ge=1, le=600)] = runtime_field(2)
-    # the store's PRAGMA synchronous: "full" (a commit is on disk before the answer) or "normal" (it
-    # survives the server being killed, not a power cut or an OS crash)
     # server processes of `gavil game` on one store (uvicorn workers); the throttles' windows are
     # shared through <store>.limits.sqlite, admission control (max_in_flight) is per process
     workers: Annotated[int, Field(ge=1, le=64)] = runtime_field(1)
+    busy_retry_after_s: Annotated[int, Field(ge=1, le=600)] = runtime_field(2)
+    # the store's PRAGMA synchronous: "full" (a commit is on disk before the answer) or "normal" (it
+    # survives the server being killed, not a power cut or an OS crash)
     synchronous: Literal["full", "normal"] = runtime_field("full")
     # bonus schedule (paper §2.2, Appendix A.4.1): none unless solvable-by-humans >= bonus_min_solvable
     # and fool-the-AI >= the lowest tier; the highest tier reached pays. Amounts are in bonus_unit.
