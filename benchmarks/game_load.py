@@ -3,7 +3,8 @@
 For each row (default 100, 500 and 1,000 players; a fresh copy of the sample's game project
 with round 1 open and a fresh ``gavil game`` process each), a headless locust crowd
 (``FastHttpUser``, gevent, one process on the same CPU as the server) plays: every player joins
-with their own invitation (issued up front in one admin call), then loops: reserve a creation
+with their own invitation (issued up front in one admin call) and accepts the consent text where
+the game asks for one, then loops: reserve a creation
 task (``POST /api/create/task``) and submit a cue (``POST /api/create``), or, when creation work
 is gone or at random, lease a solve task (``POST /api/solve/task``) and answer it
 (``POST /api/solve``); then thinks 2-4 s. Players spawn over ``--ramp`` seconds.
@@ -16,8 +17,10 @@ load average before and at the end of each row. Throttles are raised (every play
 127.0.0.1) so only capacity is measured. The rival has random weights (labelled untrained) and
 runs in the game's background thread, as in production.
 
-Usage: python benchmarks/game_load.py [--players 100,500,1000] [--seconds 40] [--ramp 10]
-(one server process: `gavil game` has no option to serve from several yet)
+Usage: python benchmarks/game_load.py [--players 100,500,1000] [--seconds 40] [--ramp 10] [--workers 1]
+(``--workers N``: ``gavil game --workers N``, N server processes on one store; ``--no-rival``: no
+rival model, to see its share). The machine is
+not reserved: the 1-min load average before and at the end of each row says what else ran.
 Writes benchmarks/results/game_load.json (``--tag T``: game_load_T.json) and prints a table.
 The floor (the same writes without HTTP): benchmarks/game_floor.py.
 """
@@ -48,8 +51,9 @@ TARGET_P95_MS, TARGET_P99_MS = 100, 500
 RAISED = "1000000/minute"
 
 
-def make_project(tmp: Path) -> Path:
-    """The sample's game project (three candidate sets, round 1 open) with every throttle raised."""
+def make_project(tmp: Path, rival: bool = True) -> Path:
+    """The sample's game project (three candidate sets, round 1 open) with every throttle raised;
+    the rival with random weights, or none (``rival`` false: creations are not scored)."""
     import yaml
 
     from tests.helpers import game_project
@@ -58,17 +62,22 @@ def make_project(tmp: Path) -> Path:
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["models"]["rival"]["allow_download"] = False
     g = p["game"]
-    g["rival_random_weights"] = True
+    g["rival_random_weights"] = rival
     g["submissions_per_minute"] = 1_000_000
     for key in list(g):
         if key.endswith(("_limit_per_address", "_limit_per_code", "_limit_per_account", "_limit_global")):
             g[key] = RAISED
     (root / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    consent = g.get("consent_path")  # the text players accept before any work, where the game asks for one
+    if consent and (ROOT / consent).is_file():
+        (root / consent).parent.mkdir(parents=True, exist_ok=True)
+        (root / consent).write_bytes((ROOT / consent).read_bytes())
     return root
 
 
-def start_server(root: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``gavil game`` on a free 127.0.0.1 port, stderr to ``log``; waits until it answers."""
+def start_server(root: Path, log: Path, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    """``gavil game --workers N`` on a free 127.0.0.1 port, stderr to ``log``; waits until each of
+    its processes answers (a crowd arriving earlier would keep all its connections on the first)."""
     import httpx
 
     from benchmarks._common import tool_env
@@ -76,20 +85,23 @@ def start_server(root: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "gavil.cli", "game", "--port", str(port)]
+    cmd = [sys.executable, "-m", "gavil.cli", "game", "--port", str(port), "--workers", str(workers)]
     env = tool_env(PYTHONPATH=str(ROOT), GAVIL_GAME_JOIN_CODE=JOIN_CODE, GAVIL_GAME_ADMIN_TOKEN=ADMIN)
     proc = subprocess.Popen(
         cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
     )
     base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
+    pids: set[int] = set()
+    for _ in range(1200):  # until every worker process answers (new connections each), at most 4 min
         try:
-            if httpx.get(f"{base}/api/status", timeout=1).status_code == 200:
+            r = httpx.get(f"{base}/api/admin/stats", headers={"X-Admin-Token": ADMIN}, timeout=1)
+            pids.add(r.json()["pid"])
+            if len(pids) == workers:
                 return proc, base
         except httpx.HTTPError:
             if proc.poll() is not None:
                 break
-            time.sleep(0.2)
+        time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     raise SystemExit(log.read_text() or "server did not start")
 
@@ -120,11 +132,12 @@ def _recorder(raw: dict[str, Any]) -> Any:
         request_type: str, name: str, response_time: float, response: Any, exception: Any, **kw: Any
     ) -> None:
         code = str(getattr(response, "status_code", 0) or 0)
-        raw["status"][name][code] = raw["status"][name].get(code, 0) + 1
+        counts = raw["status"].setdefault(name, {})
+        counts[code] = counts.get(code, 0) + 1
         if code == "0":
             raw["transport_errors"].append(f"{name}: {exception!r}"[:200])
         else:
-            raw["times"][name].append(response_time)
+            raw["times"].setdefault(name, []).append(response_time)
 
     return on_request
 
@@ -158,7 +171,19 @@ def crowd(config: Path) -> None:
                     got = self._post("/api/join", "join", body)
                     if got:
                         self.me = {"Authorization": f"Bearer {got['token']}"}
+                        self._consent()
                         break
+
+        def _consent(self) -> None:
+            """Accept the consent text where the game asks for one (``consent``: not a measured kind)."""
+            for _ in range(20):  # a request refused as busy (503) is tried again after its Retry-After
+                r = self.client.get("/api/consent", headers=self.me, name="consent")
+                if r.status_code == 503:
+                    gevent.sleep(min(10.0, float(r.headers.get("Retry-After", "1"))))
+                    continue
+                if r.status_code != 200 or r.json()["accepted"]:
+                    return
+                self._post("/api/consent", "consent", {"version": r.json()["version"]})
 
         def _post(self, path: str, name: str, body: Any = None) -> Any:
             r = self.client.post(path, json=body, headers=self.me, name=name)
@@ -228,12 +253,13 @@ def stored(db: Path) -> tuple[set[str], set[str]]:
     return creations, solves
 
 
-def load_row(players: int, seconds: float, ramp: float) -> dict[str, Any]:
-    """One row: a fresh project and server, ``players`` locust players for ``seconds`` (ramp included)."""
+def load_row(players: int, seconds: float, ramp: float, workers: int = 1, rival: bool = True) -> dict[str, Any]:
+    """One row: a fresh project and server (``workers`` processes), ``players`` locust players for
+    ``seconds`` (ramp included)."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = make_project(Path(tmp))
+        root = make_project(Path(tmp), rival)
         log = Path(tmp) / "server.log"
-        proc, base = start_server(root, log)
+        proc, base = start_server(root, log, workers)
         try:
             codes = invitations(base, players)
             cfg, out = Path(tmp) / "crowd.json", Path(tmp) / "raw.json"
@@ -254,7 +280,8 @@ def load_row(players: int, seconds: float, ramp: float) -> dict[str, Any]:
     errors = {k: {c: n for c, n in s.items() if c not in ("200", "503")} for k, s in statuses.items()}
     return {
         "players": players,
-        "workers": 1,
+        "workers": workers,
+        "rival": "random weights" if rival else "none",
         "seconds": seconds,
         "ramp_s": ramp,
         "load_average_1min_before": round(load_before, 2),
@@ -288,16 +315,16 @@ def verdict(row: dict[str, Any]) -> str:
 
 
 def report(rows: list[dict[str, Any]]) -> None:
-    print(f"{'players':>7} {'request':12} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}  statuses")
+    print(f"{'players':>7} {'workers':>7} {'request':12} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}  statuses")
     for row in rows:
         for k in KINDS:
             m = row["latency"][k]
             print(
-                f"{row['players']:>7} {k:12} {m['n']:>6} {m['p50_ms']!s:>8} {m['p95_ms']!s:>8} {m['p99_ms']!s:>8}  "
+                f"{row['players']:>7} {row['workers']:>7} {k:12} {m['n']:>6} {m['p50_ms']!s:>8} {m['p95_ms']!s:>8} {m['p99_ms']!s:>8}  "
                 f"{row['status'][k]}"
             )
         print(
-            f"{row['players']:>7} {row['writes_per_s']} writes/s acknowledged, lost {row['lost']}, "
+            f"{row['players']:>7} {row['workers']:>7} {row['writes_per_s']} writes/s acknowledged, lost {row['lost']}, "
             f"503 {row['refused_503']}, errors {row['errors'] or 0}, tracebacks {row['server_tracebacks']}, "
             f"load {row['load_average_1min_before']} -> {row['load_average_1min_end']}: {verdict(row)}"
         )
@@ -308,6 +335,8 @@ def main() -> None:
     ap.add_argument("--players", default="100,500,1000", help="comma-separated player counts, one row each")
     ap.add_argument("--seconds", type=float, default=40, help="crowd time per row, ramp included")
     ap.add_argument("--ramp", type=float, default=10, help="seconds over which the players arrive")
+    ap.add_argument("--workers", type=int, default=1, help="server processes (gavil game --workers)")
+    ap.add_argument("--no-rival", action="store_true", help="no rival model (creations not scored): its share")
     ap.add_argument("--tag", default="", help="write game_load_<tag>.json instead")
     ap.add_argument("--crowd", type=Path, help=argparse.SUPPRESS)  # internal: the locust child process
     args = ap.parse_args()
@@ -315,9 +344,10 @@ def main() -> None:
         return crowd(args.crowd)
     from benchmarks._common import machine, write_result
 
-    rows = [load_row(int(n), args.seconds, args.ramp) for n in args.players.split(",")]
+    rows = [load_row(int(n), args.seconds, args.ramp, args.workers, not args.no_rival) for n in args.players.split(",")]
     result = {
         "machine": machine("gavil game (uvicorn) + a locust crowd (one process) on the same CPU"),
+        "shared_machine": "not reserved: other work ran on the same cores; see each row's load averages",
         "command": "python benchmarks/game_load.py " + " ".join(sys.argv[1:]),
         "think_s": [2, 4],
         "targets": {"p95_ms": TARGET_P95_MS, "p99_ms": TARGET_P99_MS, "lost": 0, "server_errors": 0},
