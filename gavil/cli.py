@@ -322,8 +322,8 @@ def serve_workers(p: Params, params: str, bind: str, at: int) -> None:
 
     n = p.game.workers
     sock = listening_socket(bind, at)
-    sets = prepare_workers(p, params, n)
-    typer.echo(f"game: {sets} candidate sets, {n} server processes (each loads the rival)", err=True)
+    parent = prepare_workers(p, params, n)
+    typer.echo(f"game: {len(parent.sets)} candidate sets, {n} server processes, rival: {parent.rival.status}", err=True)
     typer.echo(f"game: store {store_file(p.game.store_dir)}; open http://{bind}:{at}/", err=True)
     config = uvicorn.Config(
         "gavil.game.launch:worker_app",
@@ -335,7 +335,10 @@ def serve_workers(p: Params, params: str, bind: str, at: int) -> None:
         proxy_headers=False,
         timeout_keep_alive=75,
     )
-    Multiprocess(config, sockets=[sock]).run()  # what uvicorn.run does with workers, on this socket
+    try:
+        Multiprocess(config, sockets=[sock]).run()  # what uvicorn.run does with workers, on this socket
+    finally:
+        parent.close()  # its rival thread (pending creations stay pending, for the next start)
 
 
 @game_app.command("hits")

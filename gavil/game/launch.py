@@ -180,7 +180,7 @@ def serve_af_variant(game: Game, root: Path = Path(".")) -> dict[str, Path]:
 WORKER_ENV = "GAVIL_GAME_WORKER"
 
 
-def prepare_workers(params: Params, params_file: str, workers: int, root: Path = Path(".")) -> int:
+def prepare_workers(params: Params, params_file: str, workers: int, root: Path = Path(".")) -> Game:
     """The start-up work of ``gavil game --workers N``, done once in the parent before the worker
     processes start (each then builds its own game, :func:`worker_app`, finding nothing left to do):
     the store created or migrated, the open round's rival entry checked, the gold items and variant
@@ -188,31 +188,29 @@ def prepare_workers(params: Params, params_file: str, workers: int, root: Path =
     code and admin token put in the environment (one random secret for every process when unset).
 
     Returns:
-        the number of playable candidate sets.
+        the parent's game, whose rival thread scores every process's creations (it takes the
+        rival's lock before any worker exists, :class:`gavil.game.rival.RivalWorker`, so the
+        requests' processes never run the text encoder); :meth:`Game.close` it after serving.
 
     Raises:
         RoundError: the open round's rival entry changed in params.yaml since the round was opened.
         NoCandidateSets, TooFewGoldItems, catalog.MissingInput: as :func:`build_game`.
     """
     from gavil.gamestore.limits import SharedWindows, limits_file
+    from gavil.gamestore.store import set_synchronous, share_writers
 
+    share_writers()  # the rival's writes here take turns with the workers'
+    set_synchronous(params.game.synchronous)
     g = params.game
     store = store_file(root / g.store_dir)
-    con = connect(store)  # created or migrated here, once, before any worker opens it
-    try:
-        open_round = current_round(con)
-    finally:
-        con.close()
-    if open_round is not None:
-        check_rival(open_round, params)
+    connect(store).close()  # created or migrated here, once, before any worker opens it
     if g.identity == "shared_code":
         os.environ[g.join_code_env] = secret_from_env(g.join_code_env, "join code")
     os.environ[g.admin_token_env] = secret_from_env(g.admin_token_env, "admin token")
-    game, _ = build_game(params, root, Rival("no_weights", "start-up only: no rival is loaded here"))
-    game.close()
+    game, _ = build_game(params, root)  # the open round's rival entry checked, its model loaded
     SharedWindows(limits_file(store), 0).close()
     os.environ[WORKER_ENV] = json.dumps({"params": str(Path(params_file).resolve()), "workers": workers})
-    return len(game.sets)
+    return game
 
 
 def worker_app() -> Starlette:
