@@ -167,7 +167,8 @@ def _cache() -> Cache:
 def run(params: Params) -> Metrics:
     """Stage entry point: ``ocr`` (the review queue's images) -> ``safety`` (+ its embedding cache).
 
-    Disabled (``review.safety.enabled: false``): an empty table, no model loaded, nothing read.
+    Disabled (``review.safety.enabled: false``): an empty table and an empty cache, no model loaded,
+    nothing read.
 
     Raises:
         gavil.models.loading.WeightsMismatch / ParamsError: as :func:`gavil.models.loading.load_model`.
@@ -175,6 +176,7 @@ def run(params: Params) -> Metrics:
     p = params.review.safety
     if not p.enabled:
         catalog.write_table(pd.DataFrame([]), "safety")
+        Cache([], catalog.path("safety_embeddings", "write")).save()  # empty: every catalog table has its file
         return {"enabled": False, "model": None, "images": 0, "by_status": {}, "weights_sha256": None, "message": None}
     entry = params.models[p.model]
     spec = ModelSpec.of(f"safety:{entry.model}", entry, p.model)

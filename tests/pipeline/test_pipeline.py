@@ -267,6 +267,8 @@ def test_query_sees_every_stage_table(sample_build):
             "gold_checks",
             "rival_rounds",
             "round_errors",
+            "safety",
+            "safety_embeddings",
         }
         == names
         == {t.name for t in catalog.TABLES}
