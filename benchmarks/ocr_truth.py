@@ -148,7 +148,65 @@ def _earlier_peer(name: str, per_cap: int, seed: int) -> tuple[float, float, dic
     return float(t["wall_s_mean"]), float(t["cpu_s_mean"]), old["readings"]["readtext"]
 
 
-def main() -> None:
+def peer_rules(ocr: dict[str, Any]) -> dict[str, Any]:
+    """The stage's match rule for ``readtext``'s readings: the one-token rule and, as ``readtext+join``,
+    the params' ``join_tokens`` (``ocr``: params.yaml's ``ocr`` section)."""
+    from stages.ocr_filter import MatchRule
+
+    threshold, confidence, word_len = (
+        float(ocr["match_threshold"]),
+        float(ocr["min_confidence"]),
+        int(ocr["min_word_len"]),
+    )
+    return {
+        "readtext": MatchRule(threshold, confidence, word_len),
+        "readtext+join": MatchRule(threshold, confidence, word_len, join_tokens=int(ocr["join_tokens"])),
+    }
+
+
+def side_table(
+    items: Sequence[TruthItem], rejected: dict[str, dict[str, bool]], runs: list[dict[str, Any]], stage_sides: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Per side: :func:`score` on its decisions, mean wall and CPU seconds over its runs, and
+    ``readtext``'s mean wall time over its own (both readtext rows share readtext's runs)."""
+
+    def times(side: str, key: str) -> list[float]:
+        return [x[key] for x in runs if x["side"] == ("readtext" if side.startswith("readtext") else side)]
+
+    base = statistics.mean(times("readtext", "wall_s"))
+    table = {}
+    for side in ["readtext", "readtext+join", *dict.fromkeys(stage_sides)]:
+        walls = times(side, "wall_s")
+        table[side] = {
+            **score(items, rejected[side]),
+            "wall_s_mean": round(statistics.mean(walls), 2),
+            "wall_s_runs": walls,
+            "cpu_s_mean": round(statistics.mean(times(side, "cpu_s")), 2),
+            "speedup_vs_readtext": round(base / statistics.mean(walls), 2),
+        }
+    return table
+
+
+def print_table(result: dict[str, Any], table: dict[str, dict[str, Any]]) -> None:
+    """The result's table on stdout: recall overall and by cap height, false rejections, wall time, ratio."""
+    caps = [f"{c:g}" for c in CAP_HEIGHTS_PERCENT]
+    print(
+        f"{len(result['items'])} images, {result['word_images']} with their word; load {result['load_average_1_5_15']}"
+    )
+    print(
+        f"{'side':22s} {'recall':>7s} " + " ".join(f"{c + '%':>5s}" for c in caps) + "  >=3%  free unrel  wall s  ratio"
+    )
+    for side, t in table.items():
+        by = " ".join(f"{t['recall_by_cap_percent'][c]['recall']:5.2f}" for c in caps)
+        fr = t["false_rejections"]
+        print(
+            f"{side:22s} {t['recall']['recall']:7.3f} {by} {t['recall_cap_ge_3']['recall']:5.2f} "
+            f"{fr['free']:5d} {fr['unrelated']:5d} {t['wall_s_mean']:7.1f} {t['speedup_vs_readtext']:6.2f}x"
+        )
+
+
+def _args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-cap", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0)
@@ -158,23 +216,19 @@ def main() -> None:
     ap.add_argument(
         "--peer-from", default=None, help="an earlier result's name in benchmarks/results (readtext reused)"
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
     peer = _earlier_peer(args.peer_from, args.per_cap, args.seed) if args.peer_from else None
 
     import yaml
 
-    from stages.ocr_filter import MatchRule, match_text
+    from stages.ocr_filter import match_text
 
     ocr = yaml.safe_load((ROOT / "params.yaml").read_text())["ocr"]
-    rules = {
-        "readtext": MatchRule(float(ocr["match_threshold"]), float(ocr["min_confidence"]), int(ocr["min_word_len"])),
-        "readtext+join": MatchRule(
-            float(ocr["match_threshold"]),
-            float(ocr["min_confidence"]),
-            int(ocr["min_word_len"]),
-            join_tokens=int(ocr["join_tokens"]),
-        ),
-    }
+    rules = peer_rules(ocr)
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-truth-"))
     try:
         items = write_truth_set(work / "set", args.per_cap, args.seed)
@@ -211,21 +265,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    def times(side: str, key: str) -> list[float]:
-        return [x[key] for x in runs if x["side"] == ("readtext" if side.startswith("readtext") else side)]
-
-    rows = ["readtext", "readtext+join", *dict.fromkeys(stage_sides)]
-    base = statistics.mean(times("readtext", "wall_s"))
-    table = {}
-    for side in rows:
-        walls = times(side, "wall_s")
-        table[side] = {
-            **score(items, rejected[side]),
-            "wall_s_mean": round(statistics.mean(walls), 2),
-            "wall_s_runs": walls,
-            "cpu_s_mean": round(statistics.mean(times(side, "cpu_s")), 2),
-            "speedup_vs_readtext": round(base / statistics.mean(walls), 2),
-        }
+    table = side_table(items, rejected, runs, stage_sides)
     result = {
         "machine": machine(),
         "note": "each side a new interpreter (imports, model load, every image, exit); the sides take turns"
@@ -248,18 +288,7 @@ def main() -> None:
             "recall_cap_ge_3": ">= 0.9 (aim)",
         },
     }
-    caps = [f"{c:g}" for c in CAP_HEIGHTS_PERCENT]
-    print(f"{len(items)} images, {result['word_images']} with their word; load {result['load_average_1_5_15']}")
-    print(
-        f"{'side':22s} {'recall':>7s} " + " ".join(f"{c + '%':>5s}" for c in caps) + "  >=3%  free unrel  wall s  ratio"
-    )
-    for side, t in table.items():
-        by = " ".join(f"{t['recall_by_cap_percent'][c]['recall']:5.2f}" for c in caps)
-        fr = t["false_rejections"]
-        print(
-            f"{side:22s} {t['recall']['recall']:7.3f} {by} {t['recall_cap_ge_3']['recall']:5.2f} "
-            f"{fr['free']:5d} {fr['unrelated']:5d} {t['wall_s_mean']:7.1f} {t['speedup_vs_readtext']:6.2f}x"
-        )
+    print_table(result, table)
     write_result(args.out, result)
 
 
