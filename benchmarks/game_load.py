@@ -142,22 +142,14 @@ def _recorder(raw: dict[str, Any]) -> Any:
     return on_request
 
 
-def crowd(config: Path) -> None:
-    """Run the locust crowd described in ``config`` (JSON: base, codes, seconds, ramp, out) and write
-    the raw measurements to ``out``. Runs in its own process: locust patches the standard library
-    (gevent)."""
+def player_class(base: str, codes: list[str], raw: dict[str, Any]) -> Any:
+    """The crowd's locust user at ``base``: joins with one of ``codes`` (popped), accepts the consent
+    text, then creates or solves, thinking 2-4 s; acknowledged writes are appended to ``raw``."""
     import gevent
-    from locust import FastHttpUser, between, events, task
-    from locust.env import Environment
-
-    cfg = json.loads(config.read_text())
-    codes: list[str] = list(cfg["codes"])
-    raw: dict[str, Any] = {"times": {k: [] for k in KINDS}, "status": {k: {} for k in KINDS}}
-    raw |= {"acks_create": [], "acks_solve": [], "transport_errors": []}
-    events.request.add_listener(_recorder(raw))
+    from locust import FastHttpUser, between, task
 
     class Player(FastHttpUser):
-        host = cfg["base"]
+        host = base
         wait_time = between(2, 4)
         network_timeout = connection_timeout = 60.0
 
@@ -221,6 +213,23 @@ def crowd(config: Path) -> None:
             if self._post("/api/solve", "solve", {"lease_id": t["lease_id"], "selection": sel}):
                 raw["acks_solve"].append(t["lease_id"])
 
+    return Player
+
+
+def crowd(config: Path) -> None:
+    """Run the locust crowd described in ``config`` (JSON: base, codes, seconds, ramp, out) and write
+    the raw measurements to ``out``. Runs in its own process: locust patches the standard library
+    (gevent)."""
+    import gevent
+    from locust import events
+    from locust.env import Environment
+
+    cfg = json.loads(config.read_text())
+    codes: list[str] = list(cfg["codes"])
+    raw: dict[str, Any] = {"times": {k: [] for k in KINDS}, "status": {k: {} for k in KINDS}}
+    raw |= {"acks_create": [], "acks_solve": [], "transport_errors": []}
+    events.request.add_listener(_recorder(raw))
+    Player = player_class(cfg["base"], codes, raw)
     env = Environment(user_classes=[Player], events=events)
     runner = env.create_local_runner()
     users = len(codes)
