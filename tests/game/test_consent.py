@@ -22,6 +22,7 @@ from gavil.game.rival import Rival
 from gavil.game.web import create_app
 from gavil.gamestore.store import store_file
 from gavil.params import Params
+from tests.game.test_game import Player as GamePlayer
 from tests.helpers import game_project
 
 NO_RIVAL = Rival("no_weights", "No rival model.")
@@ -57,18 +58,8 @@ def version(project: Path) -> str:
     return hashlib.sha256(consent_file(project).read_bytes()).hexdigest()
 
 
-class Player:
-    def __init__(self, client: TestClient, name: str) -> None:
-        self.c = client
-        r = client.post("/api/join", json={"code": "letmein", "name": name})
-        assert r.status_code == 200, r.text
-        self.h = {"Authorization": f"Bearer {r.json()['token']}"}
-
-    def get(self, path: str) -> httpx.Response:
-        return self.c.get(path, headers=self.h)
-
-    def post(self, path: str, body: dict | None = None) -> httpx.Response:
-        return self.c.post(path, json=body, headers=self.h)
+class Player(GamePlayer):
+    """test_game's player, who can also accept the consent text and withdraw."""
 
     def accept(self, v: str) -> httpx.Response:
         return self.post("/api/consent", {"version": v})
