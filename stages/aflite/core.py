@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from gavil.models.batched_logistic import fit_logistic_batched, gram
+from gavil.models.batched_logistic import Design, SharedRows, fit_logistic_batched, gram
 from gavil.models.features import Layout, fit_logistic, pca_kl, topk_credit
 from gavil.models.keyed import draw_keys, id_hashes
 from gavil.params.adversarial import resolve_size
@@ -47,10 +47,20 @@ class Fitter:
     once (``threads`` BLAS threads; X1^T X1 computed once; each phase starts from the previous
     phase's mean solution: the optimum is unique, the start only saves iterations).
     ``sklearn``: :func:`gavil.models.features.fit_logistic` one by one on float64 features with
-    ``tol`` :data:`SKLEARN_TOL` (the reference: the same optimum, ~10x slower)."""
+    ``tol`` :data:`SKLEARN_TOL` (the reference: the same optimum, ~10x slower).
+    ``shared``: optional :class:`gavil.models.batched_logistic.SharedRows` of ``x`` (the candidate
+    columns, one vector per concept): the batched solver's GEMMs then run on the distinct vectors."""
 
-    def __init__(self, x: np.ndarray, p: AfliteParams, threads: int, x_gram: np.ndarray | None = None):
+    def __init__(
+        self,
+        x: np.ndarray,
+        p: AfliteParams,
+        threads: int,
+        x_gram: np.ndarray | None = None,
+        shared: SharedRows | None = None,
+    ):
         self.x, self.p, self.threads = x, p, threads
+        self.design = Design(x, shared)
         self._gram = x_gram
         self._init: np.ndarray | None = None
         self.iterations: list[int] = []
@@ -87,9 +97,9 @@ class Fitter:
         y[lay.rows[lay.rows >= 0]] = lay.label[lay.rows >= 0]
         with threadpool_limits(self.threads):
             fit = fit_logistic_batched(
-                x, y, masks, tol=SOLVER_TOL, max_iter=p.max_iter, x_gram=self.gram, init=self._init
+                x, y, masks, tol=SOLVER_TOL, max_iter=p.max_iter, x_gram=self.gram, init=self._init, design=self.design
             )
-            z = fit.decision_function(x)
+            z = fit.decision_function(x, self.design)
         self._init = np.concatenate([fit.coef, fit.intercept[:, None]], axis=1).mean(axis=0)
         self.iterations = fit.n_iter.tolist()
         unfinished = int((~fit.converged & ~fit.stalled).sum())
@@ -170,6 +180,7 @@ def aflite(
     p: AfliteParams,
     threads: int = 1,
     x_gram: np.ndarray | None = None,
+    shared: SharedRows | None = None,
 ) -> Result:
     """AfLite over instances (see the module docstring).
 
@@ -181,6 +192,9 @@ def aflite(
         threads: BLAS threads of the batched solver. x_gram: optional
             :func:`gavil.models.batched_logistic.gram` of ``x``, used when ``x``'s rows are already in
             id order (as the stage builds them); computed here otherwise.
+        shared: optional :class:`gavil.models.batched_logistic.SharedRows` of ``x`` (columns whose
+            rows repeat a few vectors, as the candidates' embeddings do): the same result, the
+            batched solver's GEMMs run on the distinct vectors.
 
     Returns:
         :class:`Result` in the input order; ``phases`` rows: phase, instances, held_out (instances
@@ -194,12 +208,12 @@ def aflite(
     order = np.argsort(ids, kind="stable")
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
-    x, x_gram, lay_s = _in_id_order(x, x_gram, lay, order)
+    x, x_gram, lay_s, shared = _in_id_order(x, x_gram, lay, order, shared)
     conc_s = [concepts[i] for i in order]
     h = id_hashes(ids[order])
     n = len(ids)
     m, k = resolve_size(p.train_size, n), resolve_size(p.cutoff, n)
-    fitter = Fitter(x, p, threads, x_gram)
+    fitter = Fitter(x, p, threads, x_gram, shared)
     score, phase_of, first = np.full(n, np.nan), np.zeros(n, dtype=np.int64), np.full(n, np.nan)
     alive, phases, phase = np.arange(n), [], 0
     print(
@@ -239,18 +253,20 @@ def aflite(
 
 
 def _in_id_order(
-    x: np.ndarray, x_gram: np.ndarray | None, lay: Layout, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None, Layout]:
+    x: np.ndarray, x_gram: np.ndarray | None, lay: Layout, order: np.ndarray, shared: SharedRows | None = None
+) -> tuple[np.ndarray, np.ndarray | None, Layout, SharedRows | None]:
     """``lay``'s instances in ``order`` (positions sorting them by id) with ``x``'s pair rows in
     that order too, so every sum (the GEMMs included) runs in the same order. Returns (``x``, or
-    its rows reordered; ``x_gram``, or None when the rows moved; the reordered :class:`Layout`)."""
+    its rows reordered; ``x_gram``, or None when the rows moved; the reordered :class:`Layout`;
+    ``shared`` with its rows reordered alike)."""
     rows = lay.rows[order]
     flat = rows[rows >= 0]
     if not np.array_equal(flat, np.arange(len(x))):
         x, x_gram = x[flat], None
+        shared = shared.rows(flat) if shared is not None else None
         rows = np.full_like(rows, -1)
         rows[lay.rows[order] >= 0] = np.arange(len(flat))
-    return x, x_gram, Layout(rows, lay.label[order], lay.k[order])
+    return x, x_gram, Layout(rows, lay.label[order], lay.k[order]), shared
 
 
 def kl_assessment(

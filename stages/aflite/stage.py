@@ -12,7 +12,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from gavil.io import write_csv
-from gavil.models.batched_logistic import gram
+from gavil.models.batched_logistic import SharedRows, gram
 from gavil.models.embeddings import Cache
 from gavil.models.features import Layout, cue_key, embed, pair_features
 from gavil.models.keyed import id_hashes
@@ -64,19 +64,25 @@ def _features(
     lay: Layout | None = None,
     planted: np.ndarray | None = None,
     p: AfliteParams | None = None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, SharedRows]:
     """(pair rows, width) float64 pair features of ``sel``'s instances (rows in ``sel``'s order,
     candidates in list order); with ``planted`` instances (and ``lay``, ``p``), the ``plant``
-    column appended (:func:`plant_feature`)."""
+    column appended (:func:`plant_feature`). Also the :class:`SharedRows` of the candidate columns
+    (one vector per concept, concepts sorted), so that the fits multiply each concept's vector once."""
+    names = sorted(cand_vecs)
+    pos = {c: i for i, c in enumerate(names)}
+    index = np.array([pos[c] for cs in sel["candidates"] for c in cs], dtype=np.int64)
+    table = np.stack([cand_vecs[c] for c in names]).astype(np.float64)
     cues = np.stack([cue_vecs[cue_key(c)] for c, cs in zip(sel["cue"], sel["candidates"]) for _ in cs])
-    cands = np.stack([cand_vecs[c] for cs in sel["candidates"] for c in cs])
+    cands = table[index]
     # float64: AfLite's batched fits run their GEMMs in the features' dtype. In float32 another OpenBLAS kernel
     # (OPENBLAS_CORETYPE=Sandybridge vs SkylakeX) flipped two of the sample's near-tied top-K credits
     # (0.49 -> 0.51); in float64 every kernel and thread count gave the same table, for ~1.2x the time
     x = pair_features(cues, cands, probe).astype(np.float64)
     if planted is not None and lay is not None and p is not None and p.plant.fraction > 0:
         x = plant_feature(x, lay, planted, p.plant.strength)
-    return x
+    start = 0 if probe == "cue_free" else table.shape[1]  # pair_features: [cue ⊙ cand, cand] or [cand]
+    return x, SharedRows(start, start + table.shape[1], table, index)
 
 
 def run(params: Params) -> Metrics:
@@ -173,11 +179,11 @@ def _assess(
     lay = Layout.build(list(sel["candidates"]), list(sel["associations"]))
     ids = sel["instance_uid"].to_numpy().astype(str)
     planted = plant_mask(ids, p.plant.fraction, p.plant.seed)
-    x = _features(sel, cue_vecs, cand_vecs, "full", lay, planted, p)
+    x, shared = _features(sel, cue_vecs, cand_vecs, "full", lay, planted, p)
     sets = [set(cs) for cs in sel["candidates"]]
     with threadpool_limits(threads):
         x_gram = gram(x)
-    res = aflite(x, lay, ids, sets, p, threads, x_gram)
+    res = aflite(x, lay, ids, sets, p, threads, x_gram, shared)
     phases = res.phases
     flagged = res.phase > 0
     idx = np.flatnonzero(chosen)
@@ -223,8 +229,9 @@ def _probes(
             s = res.first_score
         else:
             print("aflite: cue-free probe (one phase on the candidate features alone)", file=sys.stderr)
-            x = _features(sel, cue_vecs, cand_vecs, probe, lay, planted, p)
-            total, count = predictability(Fitter(x, p, threads), lay, np.arange(len(sel)), m, p, 1, sets, h)
+            x, shared = _features(sel, cue_vecs, cand_vecs, probe, lay, planted, p)
+            fitter = Fitter(x, p, threads, shared=shared)
+            total, count = predictability(fitter, lay, np.arange(len(sel)), m, p, 1, sets, h)
             s = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         out[probe] = {
             by: {
