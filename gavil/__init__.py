@@ -11,3 +11,11 @@
 Stages (``stages/``) import this package and never each other; this package never imports a stage
 (the registry loads them by name).
 """
+
+import os as _os
+
+# OpenBLAS's idle threads spin for about 2^28 cycles after every call before they sleep; between the
+# many small GEMMs of a fit (AfLite's phases) two spinning threads burned a third of the stage's CPU
+# (28.5 vs 20.9 CPU-s, the same wall time). 2^4 cycles: they sleep at once. Read by OpenBLAS when
+# numpy first loads it, so it is set before any import of numpy here; a value the user set wins.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
