@@ -460,12 +460,11 @@ def _text_tower_to_bf16(model: Any) -> None:
 
 
 def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
-    from gavil.compat.torchvision_bridge import ensure_torchvision
-
-    ensure_torchvision()
+    """A sentence-transformers model: its folder, weights hash and cache key now; the network itself is
+    built on the first :attr:`LoadedModel.embed_texts` call, so a run whose texts are all in the cache
+    never imports sentence-transformers (about 5 s of a stage's start)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
-    from sentence_transformers import SentenceTransformer
 
     from gavil.models.precision import numerics_id, resolve_device
 
@@ -491,14 +490,29 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
             f"{spec.name}: text model {spec.model!r} needs weights_path (a local sentence-transformers folder)"
         )
     sha = checked_sha256(spec, weights_file(folder), f"the folder {folder}")
-    # float64 forward passes, rounded to float32 at the end: every CPU's kernels (AVX2, AVX-512, another
-    # vendor's BLAS, 1 or N threads) then give the same float32 vector (float32 passes differ in the last bits)
-    st = SentenceTransformer(folder, device=dev).double()
+    built: list[Any] = []
+    building = threading.Lock()
+
+    def encoder() -> Any:
+        with building:
+            if not built:
+                from gavil.compat.torchvision_bridge import ensure_torchvision
+
+                ensure_torchvision()
+                from sentence_transformers import SentenceTransformer
+
+                # float64 forward passes, rounded to float32 at the end: every CPU's kernels (AVX2, AVX-512,
+                # another vendor's BLAS, 1 or N threads) then give the same float32 vector (float32 passes
+                # differ in the last bits)
+                built.append(SentenceTransformer(folder, device=dev).double())
+        return built[0]
 
     def embed_texts(texts: Sequence[str]) -> np.ndarray:
         from gavil.models.canonical import encode_texts  # fixed-shape batches: a vector depends on its text only
 
-        return encode_texts(st, texts)
+        if not len(texts):
+            return np.zeros((0, 0), dtype=np.float32)
+        return encode_texts(encoder(), texts)
 
     return LoadedModel(spec, label, False, None, embed_texts, numerics_id("fp64", dev), sha)
 

@@ -239,7 +239,8 @@ def release_features():
     cue_vecs, cand_vecs = embed(model, list(sel["cue"]), concepts, Cache([], None))
     lay = Layout.build(list(sel["candidates"]), list(sel["associations"]))
     ids = sel["instance_uid"].to_numpy().astype(str)
-    return _features(sel, cue_vecs, cand_vecs, "full"), lay, ids, [set(cs) for cs in sel["candidates"]]
+    x, shared = _features(sel, cue_vecs, cand_vecs, "full")
+    return x, lay, ids, [set(cs) for cs in sel["candidates"]], shared
 
 
 def test_batched_solver_flags_what_per_classifier_sklearn_fits_flag(release_features):
@@ -249,7 +250,7 @@ def test_batched_solver_flags_what_per_classifier_sklearn_fits_flag(release_feat
     flips on a near tie (decision values agree to ~1e-4, the solvers' tolerance): at most 1 % of
     instances, by one prediction's share of the mean (< 0.05). The full release (4,561 instances,
     k = 0.0114): benchmarks/aflite.py."""
-    x, lay, ids, sets = release_features
+    x, lay, ids, sets, _ = release_features
     p = AfliteParams(cutoff=0.05)
     batched = aflite(x, lay, ids, sets, p)
     reference = aflite(x, lay, ids, sets, p.model_copy(update={"solver": "sklearn"}))
@@ -271,10 +272,56 @@ def permuted(x: np.ndarray, lay: Layout, perm: np.ndarray) -> tuple[np.ndarray, 
     return x[rows[rows >= 0]], Layout(new, lay.label[perm], lay.k[perm])
 
 
+def test_shared_candidate_rows_give_the_plain_fit(release_features):
+    """The candidate columns multiplied once per concept (:class:`SharedRows`) fit the classifiers
+    the plain GEMMs fit: coefficients and decision values within 1e-9, and AfLite's phases, flags
+    and scores identical, in any instance order."""
+    from gavil.models.batched_logistic import Design, fit_logistic_batched
+
+    x, lay, ids, sets, shared = release_features
+    assert shared.table.shape[0] < len(x) / 2  # the concepts repeat: there is work to save
+    rng = np.random.default_rng(3)
+    y = lay.label[lay.rows >= 0]
+    masks = rng.random((len(x), 8)) < 0.34
+    design = Design(x, shared)
+    plain, fast = fit_logistic_batched(x, y, masks), fit_logistic_batched(x, y, masks, design=design)
+    np.testing.assert_allclose(fast.coef, plain.coef, atol=1e-9)
+    np.testing.assert_allclose(fast.decision_function(x, design), plain.decision_function(x), atol=1e-9)
+    p = AfliteParams(cutoff=0.05, n_classifiers=16)
+    a, b = aflite(x, lay, ids, sets, p), aflite(x, lay, ids, sets, p, shared=shared)
+    assert a.phases == b.phases and sum(ph["flagged"] for ph in a.phases) > 0
+    perm = np.random.default_rng(1).permutation(len(ids))
+    x2, lay2 = permuted(x, lay, perm)
+    rows = lay.rows[perm]
+    c = aflite(x2, lay2, ids[perm], [sets[i] for i in perm], p, shared=shared.rows(rows[rows >= 0]))
+    for field in ("score", "phase", "first_score"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+        np.testing.assert_array_equal(getattr(a, field)[perm], getattr(c, field))
+
+
+def test_shared_rows_that_are_not_the_features_are_refused(release_features):
+    """A :class:`SharedRows` whose table, index or columns do not give ``x``'s columns is a
+    ValueError naming the fix, never a fit of other features."""
+    from gavil.models.batched_logistic import Design, SharedRows
+
+    x, _, _, _, shared = release_features
+    swapped = shared.index.copy()
+    swapped[[0, 1]] = swapped[[1, 0]] if swapped[0] != swapped[1] else (swapped[0] + 1, swapped[1])
+    bad = [
+        SharedRows(shared.start, shared.stop, shared.table, swapped),
+        SharedRows(0, shared.stop - shared.start, shared.table, shared.index),
+        SharedRows(shared.start, shared.stop, shared.table, shared.index[:-1]),
+        SharedRows(shared.start, shared.stop + 1, shared.table, shared.index),
+    ]
+    for s in bad:
+        with pytest.raises(ValueError, match="table|fit"):
+            Design(x, s)
+
+
 def test_shuffled_instances_give_bit_identical_results(release_features):
     """The same instances in another order (x's rows, lay, ids and concepts permuted together):
     the same phases table and bit-identical per-instance scores, phases and phase-1 scores."""
-    x, lay, ids, sets = release_features
+    x, lay, ids, sets, _ = release_features
     p = AfliteParams(cutoff=0.05, n_classifiers=16)
     perm = np.random.default_rng(1).permutation(len(ids))
     x2, lay2 = permuted(x, lay, perm)
@@ -393,3 +440,27 @@ def test_a_phase_with_no_usable_split_fits_nothing_and_scores_nothing(solver):
     h = id_hashes(np.array(["a", "b"]))
     total, count = predictability(Fitter(x, p, 1), lay, np.arange(2), 2, p, 1, [set("abc"), set("def")], h)
     assert count.tolist() == [0, 0] and total.tolist() == [0.0, 0.0]
+
+
+def test_a_text_model_is_built_only_when_a_text_is_embedded():
+    """Loading a sentence-transformers entry resolves its weights hash and cache key only: a run
+    whose texts are all cached (AfLite's second run) never imports sentence-transformers; the first
+    text embedded builds the network, once, and gives the vector a fresh process gives."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+import numpy as np
+from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
+from gavil.params import Params
+entry = Params().models["text-minilm-l6"]
+model = load_model(ModelSpec.of("text-minilm-l6", entry), RuntimeOptions.of(entry))
+print(model.weights_sha256 is not None, "sentence_transformers" in sys.modules)
+v = model.embed_texts(["dog", "bone"])
+w = model.embed_texts(["bone"])
+print("sentence_transformers" in sys.modules, v.shape, v.dtype, np.array_equal(v[1], w[0]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "True False"
+    assert out[1] == "True (2, 384) float32 True"
