@@ -75,13 +75,22 @@ _LIVE_LEASE = (
     "SELECT l.lease_id, l.instance_id, l.expires_at FROM leases l JOIN creations c USING (instance_id)"
     f" WHERE l.solver_id = :pid AND l.expires_at > :now AND (l.counted = 0 OR {_NEED}) ORDER BY l.issued_at LIMIT 1"
 )
-# the association to serve next: not the player's, not answered by them, not held, still needing answers
-_PICK = (
-    "SELECT c.instance_id FROM creations c WHERE c.spymaster_id != :pid AND NOT EXISTS"
+# an association the player may be served: not theirs, not answered by them, not held, still needing answers
+_SERVABLE = (
+    "c.spymaster_id != :pid AND NOT EXISTS"
     " (SELECT 1 FROM solves s WHERE s.instance_id = c.instance_id AND s.solver_id = :pid)"
-    f" AND NOT {held('c')} AND {_NEED} ORDER BY (SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id"
-    " AND COALESCE(s.counted, 1) = 1) DESC, c.seq LIMIT 1"
+    f" AND NOT {held('c')} AND {_NEED}"
 )
+# the association to serve next: the servable one closest to its answers (then the oldest)
+_ORDER = (
+    "(SELECT COUNT(*) FROM solves s WHERE s.instance_id = c.instance_id AND COALESCE(s.counted, 1) = 1) DESC, c.seq"
+)
+_PICK = f"SELECT c.instance_id FROM creations c WHERE {_SERVABLE} ORDER BY {_ORDER} LIMIT 1"
+#: How many associations :meth:`Game.solve_task` picks before it takes the write lock (a scan of every
+#: creation); under the lock each is checked again with ``_STILL_SERVABLE``, one index lookup each.
+SHORTLIST = 8
+_SHORTLIST = f"SELECT c.instance_id FROM creations c WHERE {_SERVABLE} ORDER BY {_ORDER} LIMIT {SHORTLIST}"
+_STILL_SERVABLE = f"SELECT c.instance_id FROM creations c WHERE c.instance_id = :iid AND {_SERVABLE}"
 
 
 def _sha(text: str) -> str:
@@ -429,13 +438,15 @@ class Game:
         if lease is None and not issue:
             return None
         if lease is None:
+            # the scan over every creation runs before the write lock, on the store's last snapshot
+            shortlist = [str(r[0]) for r in self.db.execute(_SHORTLIST, args)]
             with transaction(self.db) as db:
                 if (task := gold.live_gold(db, pid, now)) is not None:
                     return dict(task)
                 lease = db.execute(_LIVE_LEASE, args).fetchone()
                 if lease is None:
                     db.execute("DELETE FROM leases WHERE solver_id = ?", (pid,))  # expired or no longer needed
-                    picked = self._new_lease(db, pid, now, args)
+                    picked = self._new_lease(db, pid, now, args, shortlist)
                     if picked is None or isinstance(picked, dict):
                         return None if picked is None else dict(picked)
                     lease = picked
@@ -450,17 +461,26 @@ class Game:
         }
 
     def _new_lease(
-        self, db: sqlite3.Connection, pid: str, now: float, args: dict[str, object]
+        self, db: sqlite3.Connection, pid: str, now: float, args: dict[str, object], shortlist: Sequence[str] = ()
     ) -> tuple[str, str, float] | gold.SolveTask | None:
         """Inside :meth:`solve_task`'s transaction: a gold task on the player's gold turn (or when no
         real work is left for them), else a new lease on the association to solve next, stored with
-        ``counted`` (whether it holds a place: the player's answers count now); None when nothing is left."""
+        ``counted`` (whether it holds a place: the player's answers count now); None when nothing is left.
+
+        ``shortlist``: the associations to solve next as read before the write lock (best first); the
+        first that is still servable under the lock is leased. When none is (others answered, held
+        or filled them meanwhile), the whole scan runs again under the lock, so a stale shortlist
+        never serves what the rules refuse and never hides what is left."""
         g = self.p.gold
         if gold.gold_turn_now(db, pid, g) and (task := gold.new_gold(db, pid, now, self.p.lease_s, self.min_solvers)):
             return task
         if g.enabled and len(gold.gold_jaccards(db, pid)) < g.items:
             return None  # not yet checked: no real work (no gold item is left for them either)
-        pick = db.execute(_PICK, args).fetchone()
+        pick = next(
+            (r for iid in shortlist if (r := db.execute(_STILL_SERVABLE, {**args, "iid": iid}).fetchone())), None
+        )
+        if pick is None:
+            pick = db.execute(_PICK, args).fetchone()
         if pick is None:
             return gold.new_gold(db, pid, now, self.p.lease_s, self.min_solvers) if g.enabled else None
         lease = (secrets.token_urlsafe(18), str(pick[0]), now + self.p.lease_s)

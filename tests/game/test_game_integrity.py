@@ -198,6 +198,34 @@ def test_no_association_takes_more_than_min_solvers_answers(project, games):
     assert list(chosen["status"]) == ["selected"] and list(chosen["solvers_jaccard_mean"]) == [1.0]
 
 
+def test_a_stale_shortlist_never_serves_what_the_rules_refuse(project, games, monkeypatch):
+    """``solve_task`` reads its shortlist before the write lock and checks each entry again under
+    it. With the stalest shortlist there is (every association in the store, newest first: the
+    player's own, ones they answered, filled ones), every lease still obeys the rules, and what is
+    left is still served."""
+    import gavil.game.service as service
+
+    monkeypatch.setattr(service, "_SHORTLIST", "SELECT instance_id FROM creations ORDER BY seq DESC")
+    s = Server(project, games, params(min_solvers=2))
+    spy = s.join("Spy")
+    made = [iid(spy.create(cue, [0, 1])) for cue in ("Space", "Ocean", "Forest")]
+    q, r = s.join("Q"), s.join("R")
+    answered: dict[str, set[str]] = {"Q": set(), "R": set()}
+    counts = dict.fromkeys(made, 0)
+    for who, player in (("Q", q), ("Q", q), ("R", r), ("Q", q), ("R", r), ("R", r), ("Q", q), ("R", r)):
+        t = player.task()
+        servable = [m for m in made if counts[m] < 2 and m not in answered[who]]
+        if not servable:
+            assert t is None
+            continue
+        assert t is not None and t["instance_id"] in servable, (who, t, servable)
+        assert player.answer(t["lease_id"], [0, 1]).status_code == 200
+        answered[who].add(t["instance_id"])
+        counts[t["instance_id"]] += 1
+    assert spy.task() is None  # every association is the spy's own
+    assert list(counts.values()) == [2, 2, 2] and len(solves(project)) == 6
+
+
 def test_a_live_lease_beyond_a_lowered_min_solvers_is_refused_with_409(project, games):
     first = Server(project, games, params(min_solvers=4))
     spy = first.join("Spy")
