@@ -81,6 +81,15 @@ def _cache_path() -> str:
 MIN_PARTITION = 128
 
 
+def worker_threads(params: Params) -> int:
+    """The threads one worker uses well: the rival's ``threads`` (torch's intra-op pool), so
+    ``gavil stage`` runs ``cores // threads`` workers (:func:`gavil.pipeline.runner.worker_threads`).
+    On 2 cores, 300 concepts, one process of 2 threads took 26 s and 44 CPU-s where two processes of
+    one thread took 33 s and 58 CPU-s (``benchmarks/parallel.py``, docs/benchmarks.md "One process or
+    two")."""
+    return params.models[params.score.model].threads
+
+
 def plan(params: Params) -> list[dict[str, Any]]:
     """The embedding work of the stage, in partitions ``gavil stage`` runs on its worker processes
     and the Prefect flow maps (on Dask if asked).

@@ -118,6 +118,16 @@ def concurrent(name: str, params: Params) -> bool:
     return True if check is None else bool(check(params))
 
 
+def worker_threads(name: str, params: Params) -> int:
+    """The CPU threads one worker of a partitioned stage uses well (its module's
+    ``worker_threads(params)``; 1 where it has none). A stage whose one process already runs its
+    model on several threads (torch's intra-op pool) gets ``cores // worker_threads`` workers, not
+    one per core: on 2 cores, one process of 2 threads beat two of 1 thread each for scoring and
+    evaluate, whose workers' imports and model loads were not repaid (``benchmarks/parallel.py``)."""
+    check = getattr(_module(name), "worker_threads", None)
+    return 1 if check is None else max(1, int(check(params)))
+
+
 def run_partitioned(
     name: str, params: str | os.PathLike[str] | Params = "params.yaml", processes: int | None = None
 ) -> dict[str, object]:
@@ -125,10 +135,11 @@ def run_partitioned(
 
     Plans the partitions for the workers this machine can take (:func:`gavil.pipeline.parallel.budget`:
     cores, ``parallel.processes`` or ``processes``, memory at ``parallel.worker_memory_mb.<name>`` each),
-    runs them on that many spawned processes (never more than the partitions) with
-    ``cores // processes`` threads each, then reduces them here in plan order. One partition (a small
-    input), one core, or a stage whose partitions must not overlap (``concurrent``) runs in this
-    process. Prints one line saying how. Returns the metrics (as :func:`run_stage`).
+    runs them on that many spawned processes (never more than the partitions, nor more than
+    ``cores // worker_threads``: :func:`worker_threads`) with ``cores // processes`` threads each,
+    then reduces them here in plan order. One partition (a small input), one core, or a stage whose
+    partitions must not overlap (``concurrent``) runs in this process. Prints one line saying how.
+    Returns the metrics (as :func:`run_stage`).
     """
     from gavil.pipeline import parallel
 
@@ -138,14 +149,16 @@ def run_partitioned(
     limits = [x for x in (processes, p.parallel.processes) if x is not None]
     limit = min(limits) if limits else None
     budget = parallel.budget(memory, limit, p.parallel.memory_fraction, available=available)
-    workers = budget.workers if concurrent(name, p) else 1
+    per = worker_threads(name, p)
+    workers = min(budget.workers, max(1, budget.cores // per)) if concurrent(name, p) else 1
     started_at = time.time()
     with _running(name), parallel.planning_for(workers):
         parts = module.plan(p)
     n = min(workers, len(parts))
     threads = parallel.threads_per_process(n, budget.cores)
     how = f"{n} worker processes x {threads} thread(s)" if n > 1 else "this process"
-    print(f"{name}: {len(parts)} partition(s) on {how}; {budget.describe(memory, available)}", file=sys.stderr)
+    uses = f"; a worker uses {per} threads well" if per > 1 else ""
+    print(f"{name}: {len(parts)} partition(s) on {how}; {budget.describe(memory, available)}{uses}", file=sys.stderr)
     if n > 1:
         results = parallel.map_spawned(work_stage, [(name, part, p) for part in parts], n, threads)
     else:

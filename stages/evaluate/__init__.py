@@ -335,6 +335,16 @@ def _rivals() -> pd.DataFrame:
     return rivals.round_rivals(catalog.read_table("instances"))
 
 
+def worker_threads(params: Params) -> int:
+    """The threads one worker uses well: the most ``threads`` among ``evaluate.models``' open_clip
+    entries (torch's intra-op pool; 1 without one), so ``gavil stage`` runs ``cores // threads``
+    workers (:func:`gavil.pipeline.runner.worker_threads`). On 2 cores, 300 concepts, one process of
+    2 threads took 45 s and 77 CPU-s where two processes of one thread took 51 s and 94 CPU-s
+    (``benchmarks/parallel.py``, docs/benchmarks.md "One process or two")."""
+    entries = [params.models[n] for n in params.evaluate.models]
+    return max((e.threads for e in entries if e.kind == "open_clip"), default=1)
+
+
 def plan(params: Params) -> list[spread.Partition]:
     """The models' embedding work in partitions (:func:`stages.evaluate.spread.plan`: an open_clip
     model with enough to embed is cut into shares of its images and prompts when there are workers

@@ -158,9 +158,10 @@ def _outputs(project: Path, names: list[str]) -> dict[str, str]:
     return out
 
 
-def _variant(src: Path, dest: Path, sizes: dict[str, int | None]) -> Path:
+def _variant(src: Path, dest: Path, sizes: dict[str, int | None], threads: int = 2) -> Path:
     """A copy of the built sample whose caches are gone (every image is read and embedded again, in
-    the workers) and whose evaluated CLIP models have random weights (so both embed images)."""
+    the workers) and whose evaluated CLIP models have random weights (so both embed images); the
+    CLIP models' ``threads`` (what a worker of scoring and evaluate uses well) set to ``threads``."""
     d = copy_project(src, dest)
     for cache in ("ocr_detections", "embeddings", "eval_embeddings"):
         from gavil.pipeline import catalog
@@ -170,9 +171,9 @@ def _variant(src: Path, dest: Path, sizes: dict[str, int | None]) -> Path:
     params["crawl"]["partition_size"] = sizes["crawl"]
     params["ocr"]["partition_size"] = sizes["ocr"]
     params["score"]["partition_size"] = sizes["score"]
-    params["models"]["rival"] |= {"pretrained": None, "threads": 2}
+    params["models"]["rival"] |= {"pretrained": None, "threads": threads}
     for name in ("clip-rn50", "clip-vit-b-32"):
-        params["models"][name] |= {"pretrained": None}
+        params["models"][name] |= {"pretrained": None, "threads": threads}
     (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return d
 
@@ -180,8 +181,10 @@ def _variant(src: Path, dest: Path, sizes: dict[str, int | None]) -> Path:
 @pytest.mark.slow
 def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sample_build, tmp_path, monkeypatch):
     """crawl_images, ocr_filter, score_candidates and evaluate, run in one process (one partition
-    each) and on two spawned worker processes with two sets of partition sizes (and evaluate's CLIP
-    models on a worker each): every output file and metric is the same bytes."""
+    each, CLIP on 2 threads) and on two spawned worker processes of one thread with two sets of
+    partition sizes (and evaluate's CLIP models on a worker each): every output file and metric is
+    the same bytes. Scoring with two processes allowed but CLIP's 2 threads per worker on 2 cores
+    stays in one process (``worker_threads``), with the same bytes."""
     from gavil.pipeline.runner import run_stage
     from stages.evaluate import spread
 
@@ -189,13 +192,13 @@ def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sampl
     monkeypatch.setattr(parallel, "available_mb", lambda: 64_000.0)  # ... or a busy one (memory budget)
     monkeypatch.setattr(spread, "MIN_PARTITION", 1)  # the sample's few images earn each model a worker
     variants = {
-        "one": ({"crawl": None, "ocr": None, "score": None}, 1),
-        "two": ({"crawl": 2, "ocr": 2, "score": 3}, 2),
-        "two-other-sizes": ({"crawl": 5, "ocr": 4, "score": 7}, 2),
+        "one": ({"crawl": None, "ocr": None, "score": None}, 1, 2),
+        "two": ({"crawl": 2, "ocr": 2, "score": 3}, 2, 1),
+        "two-other-sizes": ({"crawl": 5, "ocr": 4, "score": 7}, 2, 1),
     }
     hashes, timings = {}, {}
-    for label, (sizes, processes) in variants.items():
-        d = _variant(sample_build[0], tmp_path / label, sizes)
+    for label, (sizes, processes, threads) in variants.items():
+        d = _variant(sample_build[0], tmp_path / label, sizes, threads)
         monkeypatch.chdir(d)
         for name in PARTITIONED:
             run_stage(name, "params.yaml", processes=processes)
@@ -207,6 +210,14 @@ def test_one_or_two_processes_and_any_partition_sizes_write_the_same_bytes(sampl
         assert timings[("two", name)]["processes"] == 2 and timings[("two", name)]["partitions"] >= 2, name
         assert "processes" not in timings[("one", name)], name  # in this process
     assert len(hashes["one"]) >= 20
+    monkeypatch.chdir(tmp_path / "one")
+    params = yaml.safe_load(Path("params.yaml").read_text())
+    params["score"]["partition_size"] = 3  # partitions enough for two workers
+    Path("params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run_stage("score_candidates", "params.yaml", processes=2)  # allowed two, but a worker uses both cores
+    timing = json.loads(Path("data/metrics/timings/score_candidates.json").read_text())
+    assert timing["processes"] == 1 and timing["partitions"] >= 2, timing
+    assert _outputs(tmp_path / "one", ["score_candidates"]).items() <= hashes["one"].items()
     for label in ("two", "two-other-sizes"):
         differ = sorted(k for k in hashes["one"] if hashes["one"][k] != hashes[label].get(k))
         assert not differ and hashes[label].keys() == hashes["one"].keys(), (label, differ)
