@@ -29,7 +29,8 @@ The generated project (a folder holding a copy of the code, ``dvc.yaml`` and ``p
   (30,000) with two cues each over 5, 6, 10 or 12 candidates = 60,000 instances, three solvers
   per instance = 180,000 solve rows (80 % of solvers pick the spymaster's associations).
 - **Params: the defaults** (``params.yaml``) apart from the inputs above,
-  ``annotations.release_files: []`` and what no offline machine has: CLIP weights. The rival
+  ``annotations.release_files: []``, ``review.required: false`` (no person reviews generated
+  photos; OCR's rejections still apply) and what no offline machine has: CLIP weights. The rival
   (``models.rival``) and the evaluated CLIP models (``clip-rn50``, ``clip-vit-b-32``) run with
   random weights (``pretrained: null``, ``allow_download: false``; labelled untrained; speed does
   not depend on the weights' values). ``adversarial_filter`` and ``aflite`` run at their defaults.
@@ -289,6 +290,7 @@ def make_project(
     for name in ("rival", "clip-rn50", "clip-vit-b-32"):  # no CLIP weights offline: random weights, "untrained"
         p["models"][name] |= untrained
     p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
+    p["review"]["required"] = False  # nobody reviews generated photos: OCR's rejections still apply, nothing waits
     for key, value in (("precision", precision), ("device", device)):
         if value is not None:
             p["ocr"][key] = value
