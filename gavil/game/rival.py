@@ -67,6 +67,21 @@ class Rival:
         mat = np.stack([self.vectors[s] for s in candidate_shas])
         return top_k_positions(mat @ q, k)
 
+    def prepare(self, cues: Sequence[str]) -> None:
+        """Embed in one call the prompts of ``cues`` that :meth:`predict` has not memoised yet. On a
+        CPU every text forward pass holds 16 rows whatever (:func:`gavil.models.loading.forward_rows`),
+        so a queue of pending creations costs one pass instead of one each; the vectors are the bytes
+        :meth:`predict` computes alone (a vector depends on its text only:
+        ``tests/stages/score_candidates/test_score.py::test_a_vector_is_a_function_of_its_input_alone``).
+        A subclass with its own ``predict`` embeds nothing here."""
+        if self.model is None or type(self).predict is not Rival.predict:
+            return
+        with self._lock:
+            todo = sorted({prompt_for_cue(c) for c in cues} - self._text.keys())[: max(0, 10_000 - len(self._text))]
+            if todo:
+                for prompt, vec in zip(todo, self.model.embed_texts(todo)):
+                    self._text[prompt] = vec
+
     def identity(self) -> tuple[str | None, str | None, str | None, str | None]:
         """(entry, architecture, weights, sha256): the creations columns ``rival_model``,
         ``rival_architecture``, ``rival_weights`` and ``rival_sha256``."""
@@ -144,7 +159,8 @@ def load_rival(
 class RivalWorker:
     """The one thread that runs the rival for the game, so no request ever waits on it.
 
-    Its queue is the store: creations with ``rival_state`` pending, oldest first (a restart
+    Its queue is the store: creations with ``rival_state`` pending, oldest first, up to
+    :attr:`BATCH` at a time, their prompts embedded together (:meth:`Rival.prepare`; a restart
     recomputes what a stopped server left pending; memory holds nothing). For each it stores the
     rival's picks, fool-the-AI score and identity (:meth:`Rival.identity`: a creation a stopped
     server left pending names the rival that did score it) and sets ``done``, or ``failed`` (score null, the error on
@@ -163,6 +179,7 @@ class RivalWorker:
     """
 
     POLL_S = 1.0  # seconds between looks for the lock and for other processes' pending rows
+    BATCH = 16  # pending creations scored together: their prompts share the text encoder's forward passes
     NICE = 10  # the thread's scheduling niceness (Linux: per thread): the server's requests come first
 
     def __init__(self, rival: Rival, store: Path, by_name: Mapping[str, str], lock: Path | None = None) -> None:
@@ -177,7 +194,7 @@ class RivalWorker:
         self._wake.set()
 
     def close(self) -> None:
-        """Stop after the current row (pending rows stay pending, for the next start)."""
+        """Stop after the current batch (pending rows stay pending, for the next start)."""
         self._stop.set()
         self._wake.set()
         self._thread.join()
@@ -206,7 +223,7 @@ class RivalWorker:
             while not self._stop.is_set():
                 self._wake.wait(None if self.lock is None else self.POLL_S)
                 self._wake.clear()
-                while not self._stop.is_set() and self._one(con):
+                while not self._stop.is_set() and self._batch(con):
                     pass
         finally:
             con.close()
@@ -228,14 +245,33 @@ class RivalWorker:
         f.close()
         return None
 
-    def _one(self, con: sqlite3.Connection) -> bool:
-        """Score the oldest pending creation; False when none is pending."""
-        row = con.execute(
+    def _batch(self, con: sqlite3.Connection) -> bool:
+        """Score the oldest pending creations, up to :attr:`BATCH` (their prompts embedded together,
+        :meth:`Rival.prepare`), and store them in one transaction; False when none is pending."""
+        rows = con.execute(
             "SELECT instance_id, cue, candidates, associations FROM creations"
-            " WHERE rival_state = 'pending' ORDER BY seq LIMIT 1"
-        ).fetchone()
-        if row is None:
+            " WHERE rival_state = 'pending' ORDER BY seq LIMIT ?",
+            (self.BATCH,),
+        ).fetchall()
+        if not rows:
             return False
+        # a batch that fails to embed costs only its time: each row is then embedded alone in
+        # predict, and a row that fails there fails alone (its error on stderr)
+        with contextlib.suppress(Exception):
+            self.rival.prepare([row["cue"] for row in rows])
+        updates = [self._scored(row) for row in rows]
+        with transaction(con) as db:
+            db.executemany(
+                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?,"
+                " rival_model = ?, rival_architecture = ?, rival_weights = ?, rival_sha256 = ?"
+                " WHERE instance_id = ? AND rival_state = 'pending'",
+                updates,
+            )
+        return True
+
+    def _scored(self, row: sqlite3.Row) -> tuple[object, ...]:
+        """The UPDATE parameters of one pending creation: its picks, score and state (``done``, or
+        ``failed`` when the rival raises: the error goes to stderr), the rival's identity, its id."""
         state, preds, fool = "failed", None, None
         try:
             cands, assoc = json.loads(row["candidates"]), json.loads(row["associations"])
@@ -245,11 +281,4 @@ class RivalWorker:
             fool, state = self.rival.score(names, assoc), "done"
         except Exception as e:  # the queue outlives any one row
             print(f"game: the rival failed on {row['instance_id']}: {type(e).__name__}: {e}", file=sys.stderr)
-        with transaction(con) as db:
-            db.execute(
-                "UPDATE creations SET rival_predictions = ?, score_fool_the_ai = ?, rival_state = ?,"
-                " rival_model = ?, rival_architecture = ?, rival_weights = ?, rival_sha256 = ?"
-                " WHERE instance_id = ? AND rival_state = 'pending'",
-                (preds, fool, state, *self.rival.identity(), row["instance_id"]),
-            )
-        return True
+        return (preds, fool, state, *self.rival.identity(), row["instance_id"])

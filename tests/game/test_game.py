@@ -408,3 +408,34 @@ def test_players_never_see_operator_instructions(random_weights, tmp_path):
     assert rival.status == ("untrained" if random_weights else "no_weights")
     shown = rival.message.lower()
     assert not [w for w in OPERATOR_WORDS if w in shown], rival.message
+
+
+@pytest.mark.slow
+def test_a_queue_of_creations_shares_the_rivals_forward_passes_and_keeps_its_picks(project):
+    """Creations that wait for the rival are scored together, their prompts in shared text forward
+    passes (on a CPU each pass holds 16 rows whatever), and each gets the picks the rival makes for
+    it alone: the same vector bytes, so the same top K."""
+    import json
+
+    game, images = build_game(params(rival_random_weights=True), project, None, ask_consent=False)
+    client, rival = TestClient(create_app(game, images)), game.rival
+    assert rival.model is not None
+    calls: list[int] = []
+    embed = rival.model.embed_texts
+    object.__setattr__(rival.model, "embed_texts", lambda texts: calls.append(len(texts)) or embed(texts))
+    spy = Player(client, "Spy")
+    cues = ["Space", "Ocean", "Forest", "Music", "Winter", "Garden"]
+    with rival._lock:  # the rival is busy: the creations queue up
+        made = [spy.create(cue, [0, 1]).json()["instance_id"] for cue in cues]
+    scored = [poll_rival(spy, iid) for iid in made]
+    assert sum(calls) == len(cues) and len(calls) <= 2, calls  # one forward pass each would be 6 calls of 1
+    con = sqlite3.connect(project / "data/game/game.sqlite")
+    for iid, r in zip(made, scored):
+        cue, cands, assoc = con.execute(
+            "SELECT cue, candidates, associations FROM creations WHERE instance_id = ?", (iid,)
+        ).fetchone()
+        cands = json.loads(cands)
+        rival._text.clear()  # embedded alone now
+        alone = rival.predict(cue, [game._by_name[n] for n in cands], len(json.loads(assoc)))
+        assert r["rival"] == alone, (cue, r["rival"], alone)
+    assert calls[-len(cues) :] == [1] * len(cues)
