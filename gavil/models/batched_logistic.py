@@ -56,7 +56,8 @@ class BatchedFit:
         if design is None:
             out: np.ndarray = x @ self.coef.T.astype(dt) + self.intercept.astype(dt)
             return out
-        return design.forward(self.coef.T).T + self.intercept.astype(dt)
+        values: np.ndarray = design.forward(self.coef.T).T + self.intercept.astype(dt)
+        return values
 
 
 def _softplus_sigmoid(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
