@@ -224,6 +224,68 @@ def write_raw_batch(folder: Path, concepts: list[str], tasks: int, rng: random.R
     return n_inst, n_solve
 
 
+def _write_routes(
+    synth: Path,
+    cues: list[str],
+    photos: list[Path],
+    rng: random.Random,
+    top_n: int,
+    text_share: float,
+    unrelated_share: float,
+) -> tuple[list[str], list[str]]:
+    """Each concept's ``top_n`` served photos (its top one showing its own word for ``text_share`` of
+    them, another concept's for ``unrelated_share``), written to ``synth/routes.json``; returns the
+    concepts whose top photo shows their own word and those showing another's."""
+    n_concepts = len(cues)
+    (synth / "images").mkdir()
+    routes: dict[str, list[dict[str, str]]] = {}
+    with_text: list[str] = []
+    with_other: list[str] = []
+    for i, c in enumerate(cues):
+        files = []
+        for rank in range(top_n):  # the search's top_n results: distinct photos, all served
+            photo = photos[i * top_n + rank]
+            draw = rng.random()
+            if rank == 0 and draw < text_share:
+                path = synth / "images" / f"text-{i:05d}.jpg"
+                path.write_bytes(text_photo(photo, c, rng))
+                with_text.append(c)
+            elif rank == 0 and draw < text_share + unrelated_share:
+                other = cues[(i + 1 + rng.randrange(n_concepts - 1)) % n_concepts]  # another concept's word
+                path = synth / "images" / f"other-{i:05d}.jpg"
+                path.write_bytes(text_photo(photo, other, rng))
+                with_other.append(c)
+            else:
+                path = photo
+            files.append({"path": f"/img/{i:05d}-{rank}.jpg", "file": str(path.resolve())})
+        routes[c] = files
+    (synth / "routes.json").write_text(json.dumps(routes))
+    return with_text, with_other
+
+
+def _set_project_params(p: dict[str, Any], precision: str | None, device: str | None) -> None:
+    """The generated project's params (module docstring), in place: its inputs, the served crawl,
+    random-weight CLIP models, no review, and ``precision``/``device`` where given."""
+    p["ingest"]["path"] = "data/synth/strength.SWOW-EN.R123.csv"
+    p["crawl"] |= {
+        "source": "urllist",
+        "urllist_path": "data/synth/urllist.json",
+        "allow_private_hosts": True,  # the one image host is 127.0.0.1
+        "per_host": {"max_connections": p["crawl"]["threads"], "delay_s": 0.0},  # and it serves everything
+    }
+    untrained = {"pretrained": None, "weights_path": None, "allow_download": False}
+    for name in ("rival", "clip-rn50", "clip-vit-b-32"):  # no CLIP weights offline: random weights, "untrained"
+        p["models"][name] |= untrained
+    p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
+    p["review"]["required"] = False  # nobody reviews generated photos: OCR's rejections still apply, nothing waits
+    for key, value in (("precision", precision), ("device", device)):
+        if value is not None:
+            p["ocr"][key] = value
+            for entry in p["models"].values():
+                if entry["kind"] == "open_clip" or key == "device":
+                    entry[key] = value
+
+
 def make_project(
     dest: Path,
     n_concepts: int,
@@ -256,47 +318,9 @@ def make_project(
     edges = write_swow(synth / "strength.SWOW-EN.R123.csv", cues, others, rng)
 
     photos = cached_web_photos(image_cache, n_concepts * top_n, seed, procs=max(1, os.cpu_count() or 1))
-    (synth / "images").mkdir()
-    routes, with_text, with_other = {}, [], []
-    for i, c in enumerate(cues):
-        files = []
-        for rank in range(top_n):  # the search's top_n results: distinct photos, all served
-            photo = photos[i * top_n + rank]
-            draw = rng.random()
-            if rank == 0 and draw < text_share:
-                path = synth / "images" / f"text-{i:05d}.jpg"
-                path.write_bytes(text_photo(photo, c, rng))
-                with_text.append(c)
-            elif rank == 0 and draw < text_share + unrelated_share:
-                other = cues[(i + 1 + rng.randrange(n_concepts - 1)) % n_concepts]  # another concept's word
-                path = synth / "images" / f"other-{i:05d}.jpg"
-                path.write_bytes(text_photo(photo, other, rng))
-                with_other.append(c)
-            else:
-                path = photo
-            files.append({"path": f"/img/{i:05d}-{rank}.jpg", "file": str(path.resolve())})
-        routes[c] = files
-    (synth / "routes.json").write_text(json.dumps(routes))
+    with_text, with_other = _write_routes(synth, cues, photos, rng, top_n, text_share, unrelated_share)
     n_inst, n_solve = write_raw_batch(synth / "raw" / "batch-0001", cues, tasks, rng)
-
-    p["ingest"]["path"] = "data/synth/strength.SWOW-EN.R123.csv"
-    p["crawl"] |= {
-        "source": "urllist",
-        "urllist_path": "data/synth/urllist.json",
-        "allow_private_hosts": True,  # the one image host is 127.0.0.1
-        "per_host": {"max_connections": p["crawl"]["threads"], "delay_s": 0.0},  # and it serves everything
-    }
-    untrained = {"pretrained": None, "weights_path": None, "allow_download": False}
-    for name in ("rival", "clip-rn50", "clip-vit-b-32"):  # no CLIP weights offline: random weights, "untrained"
-        p["models"][name] |= untrained
-    p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
-    p["review"]["required"] = False  # nobody reviews generated photos: OCR's rejections still apply, nothing waits
-    for key, value in (("precision", precision), ("device", device)):
-        if value is not None:
-            p["ocr"][key] = value
-            for entry in p["models"].values():
-                if entry["kind"] == "open_clip" or key == "device":
-                    entry[key] = value
+    _set_project_params(p, precision, device)
     (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     write_dvc_yaml(dest / "dvc.yaml", dest / "params.yaml")
     generated = {
@@ -670,7 +694,8 @@ def run_dvc_repro(
     return result
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concepts", type=int, default=12_000)
     ap.add_argument("--tasks", type=int, default=30_000, help="creation tasks; two instances (cues) each")
@@ -699,6 +724,81 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--noop", action="store_true", help="then time a no-op dvc repro (every stage must have run)")
     ap.add_argument("--out", default="scale", help="results file name: benchmarks/results/<out>.json")
+    return ap
+
+
+def _generated(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The generated project in ``base/template``: what an earlier run of ``base`` generated
+    (resumed), else a new one made by :func:`make_project` from ``args``."""
+    template = base / "template"
+    if (template / "generated.json").exists():
+        generated: dict[str, Any] = json.loads((base / "generated.json").read_text())
+        print(f"resuming {base}: {generated['concepts']} concepts (generation params of that run)", flush=True)
+        return generated
+    if template.exists():
+        shutil.rmtree(template)  # an interrupted generation
+    t0 = time.perf_counter()
+    generated = make_project(
+        template,
+        args.concepts,
+        args.tasks,
+        args.image_cache / f"web-seed{args.seed}",
+        seed=args.seed,
+        concrete_share=args.concrete_share,
+        text_share=args.text_share,
+        unrelated_share=args.unrelated_share,
+        top_n=args.top_n,
+        precision=args.precision,
+        device=args.device,
+    )
+    generated["generate_s"] = round(time.perf_counter() - t0, 1)
+    (base / "generated.json").write_text(json.dumps(generated, indent=1))
+    print(f"generated in {generated['generate_s']} s: {generated}", flush=True)
+    return generated
+
+
+def _dask_row(base: Path, workers: int, total: float, complete: bool) -> dict[str, Any]:
+    """The Prefect flow on a ``workers``-worker local Dask cluster over a fresh copy of the
+    template; its result row (``total``: the sequential seconds, compared when ``complete``)."""
+    dk = base / "dask"
+    if dk.exists():
+        shutil.rmtree(dk)
+    shutil.copytree(base / "template", dk)
+    print(f"Prefect flow on a {workers}-worker local Dask cluster:", flush=True)
+    t_dask, dask_mb, dask_stages = run_dask(dk, workers)
+    print(f"  dask flow {t_dask:.1f} s vs sequential {total:.1f} s; tree peak {dask_mb:.0f} MB", flush=True)
+    return {
+        "workers": workers,
+        "threads_per_worker": 1,
+        "total_s": round(t_dask, 1),
+        "peak_tree_rss_mb_sampled": round(dask_mb, 1),
+        "reported_stage_seconds": dask_stages,
+        "sequential_over_dask": round(total / t_dask, 2) if complete else None,
+        "timeline": dask_timeline(),
+    }
+
+
+def _print_table(rows: list[dict[str, Any]], result: dict[str, Any], progress: dict[str, Any], base: Path) -> None:
+    """The sequential run's table, its total against the target, the no-op and OCR's truth."""
+    seq = result["sequential"]
+    total, complete = seq["total_s"], seq["all_stages"]
+    print(f"\n{'stage':22s} {'seconds':>9s} {'peak RSS MB':>12s}  summary")
+    for r in rows:
+        mark = " (profiled)" if r.get("profiled") else ""
+        print(f"{r['stage']:22s} {r['seconds']:9.2f} {r['peak_rss_mb']:12.1f}  {r['summary']}{mark}")
+    print(
+        f"{'total (sequential)':22s} {total:9.1f} {seq['peak_stage_rss_mb']:12.1f}"
+        f"  = {total / 60:.1f} min (target <= 45){'' if complete else ' -- NOT all stages have run'}"
+    )
+    if result["dvc_repro_noop_s"] is not None:
+        print(f"no-op dvc repro {result['dvc_repro_noop_s']:.2f} s (target < 5)")
+    if "ocr_filter" in progress["stages"]:
+        print(f"images showing their word: {progress['stages']['ocr_filter']['text_images']}")
+    print(f"load average start {result['load_average_start']}, end {result['load_average_end']}; project {base}")
+
+
+def main() -> None:
+    ap = _parser()
     args = ap.parse_args()
     names = _stage_names()
     try:
@@ -710,29 +810,7 @@ def main() -> None:
     load_start = load_average()
     base = args.project or Path(tempfile.mkdtemp(prefix="gavil-scale-"))
     template, seq = base / "template", base / "sequential"
-    if (template / "generated.json").exists():
-        generated = json.loads((base / "generated.json").read_text())
-        print(f"resuming {base}: {generated['concepts']} concepts (generation params of that run)", flush=True)
-    else:
-        if template.exists():
-            shutil.rmtree(template)  # an interrupted generation
-        t0 = time.perf_counter()
-        generated = make_project(
-            template,
-            args.concepts,
-            args.tasks,
-            args.image_cache / f"web-seed{args.seed}",
-            seed=args.seed,
-            concrete_share=args.concrete_share,
-            text_share=args.text_share,
-            unrelated_share=args.unrelated_share,
-            top_n=args.top_n,
-            precision=args.precision,
-            device=args.device,
-        )
-        generated["generate_s"] = round(time.perf_counter() - t0, 1)
-        (base / "generated.json").write_text(json.dumps(generated, indent=1))
-        print(f"generated in {generated['generate_s']} s: {generated}", flush=True)
+    generated = _generated(base, args)
     if args.dvc:
         write_result(args.out, run_dvc_repro(base, template, generated, load_start, " ".join(sys.argv[1:])))
         return
@@ -774,36 +852,8 @@ def main() -> None:
         "targets": {"total_min": "<= 45", "peak_memory_mb": "< 4096", "dvc_repro_noop_s": "< 5"},
     }
     if args.dask:
-        dk = base / "dask"
-        if dk.exists():
-            shutil.rmtree(dk)
-        shutil.copytree(template, dk)
-        print(f"Prefect flow on a {args.workers}-worker local Dask cluster:", flush=True)
-        t_dask, dask_mb, dask_stages = run_dask(dk, args.workers)
-        result["dask"] = {
-            "workers": args.workers,
-            "threads_per_worker": 1,
-            "total_s": round(t_dask, 1),
-            "peak_tree_rss_mb_sampled": round(dask_mb, 1),
-            "reported_stage_seconds": dask_stages,
-            "sequential_over_dask": round(total / t_dask, 2) if complete else None,
-        }
-        result["dask"]["timeline"] = dask_timeline()
-        print(f"  dask flow {t_dask:.1f} s vs sequential {total:.1f} s; tree peak {dask_mb:.0f} MB", flush=True)
-
-    print(f"\n{'stage':22s} {'seconds':>9s} {'peak RSS MB':>12s}  summary")
-    for r in rows:
-        mark = " (profiled)" if r.get("profiled") else ""
-        print(f"{r['stage']:22s} {r['seconds']:9.2f} {r['peak_rss_mb']:12.1f}  {r['summary']}{mark}")
-    print(
-        f"{'total (sequential)':22s} {total:9.1f} {result['sequential']['peak_stage_rss_mb']:12.1f}"
-        f"  = {total / 60:.1f} min (target <= 45){'' if complete else ' -- NOT all stages have run'}"
-    )
-    if t_noop is not None:
-        print(f"no-op dvc repro {t_noop:.2f} s (target < 5)")
-    if "ocr_filter" in progress["stages"]:
-        print(f"images showing their word: {progress['stages']['ocr_filter']['text_images']}")
-    print(f"load average start {load_start}, end {result['load_average_end']}; project {base}")
+        result["dask"] = _dask_row(base, args.workers, total, complete)
+    _print_table(rows, result, progress, base)
     write_result(args.out, result)
     if args.project is None and not args.keep:
         shutil.rmtree(base, ignore_errors=True)
