@@ -363,6 +363,7 @@ class TreeMemory:
         import psutil
 
         self._proc, self._every, self.peak_mb = psutil.Process(), every_s, 0.0
+        self.peak_load = 0.0  # the largest 1-min load average seen while sampling
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -377,6 +378,7 @@ class TreeMemory:
                 except psutil.Error:
                     pass
             self.peak_mb = max(self.peak_mb, total / 2**20)
+            self.peak_load = max(self.peak_load, os.getloadavg()[0])
             self._stop.wait(self._every)
 
     def __enter__(self) -> TreeMemory:
@@ -633,20 +635,26 @@ def run_dvc_repro(
 ) -> dict[str, Any]:
     """``dvc repro`` on a copy of the generated project (a git + DVC repository), the image server on
     loopback throughout; per stage the runner's own timings (wall, CPU, peak RSS:
-    ``data/metrics/timings/<stage>.json``), the whole run's wall time and sampled peak memory of the
-    process tree, and a projection to more workers from the partitioned stages' share."""
+    ``data/metrics/timings/<stage>.json``) and the cores it used (CPU ÷ wall), the whole run's wall
+    time, sampled peak memory of the process tree and peak load average, and a projection to more
+    workers. An interrupted run is resumed: ``base/dvc`` is kept and ``dvc repro`` runs the stages
+    left (the finished stages' timings stay on disk; ``resumed`` says so)."""
     project = base / "dvc"
-    if project.exists():
-        shutil.rmtree(project)
-    shutil.copytree(template, project)
+    resumed = (project / ".dvc").exists()
+    if not resumed:
+        if project.exists():
+            shutil.rmtree(project)
+        shutil.copytree(template, project)
     env = _env()
-    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-        subprocess.run(cmd, cwd=project, env=env, check=True)
+    if not resumed:
+        for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+            subprocess.run(cmd, cwd=project, env=env, check=True)
     server = serve_images(project)
-    print(f"dvc repro in {project} (load {load_start}) ...", flush=True)
+    load_repro = load_average()
+    print(f"dvc repro in {project} (load {load_repro}, resumed {resumed}) ...", flush=True)
     t0 = time.perf_counter()
     try:
-        with TreeMemory() as mem, open(project / "repro.log", "w") as log:
+        with TreeMemory() as mem, open(project / "repro.log", "a") as log:
             rc = subprocess.run(
                 [sys.executable, "-m", "dvc", "repro"], cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT
             ).returncode
@@ -654,44 +662,73 @@ def run_dvc_repro(
         server.terminate()
         server.join()
     wall = time.perf_counter() - t0
+    rows = _timing_rows(project)
+    result = {
+        "machine": machine(platform.processor() or ""),
+        "command": f"python benchmarks/scale.py {argv}",
+        "generated": generated,
+        "load_average_start": load_start,
+        "load_average_at_repro_start": load_repro,
+        "load_average_end": load_average(),
+        "dvc_repro": {
+            "exit_status": rc,
+            "resumed": resumed,
+            "wall_s": round(wall, 1),
+            "wall_min": round(wall / 60, 1),
+            "stages_wall_s": round(sum(r.get("seconds", 0) for r in rows), 1),
+            "stages_cpu_s": round(sum(r.get("cpu_seconds", 0) for r in rows), 1),
+            "peak_tree_rss_mb_sampled": round(mem.peak_mb),
+            "peak_load_average_1min": round(mem.peak_load, 2),
+            "stages": rows,
+            **_projection(rows),
+            "text_images": text_image_fates(project) if (project / "data/ocr/ocr.parquet").exists() else None,
+        },
+        "targets": {"wall_min": "<= 45", "peak_memory_mb": "<= 8192"},
+    }
+    print(f"\n{'stage':22s} {'wall s':>9s} {'CPU s':>9s} {'cores':>6s} {'peak MB':>8s}")
+    for r in rows:
+        print(
+            f"{r['stage']:22s} {r.get('seconds', 0):9.1f} {r.get('cpu_seconds', 0):9.1f}"
+            f" {r.get('cores_used', 0):6.2f} {r.get('peak_rss_mb', 0):8}"
+        )
+    print(f"dvc repro: exit {rc}, {wall / 60:.1f} min wall (target <= 45), tree peak {mem.peak_mb:.0f} MB (<= 8192)")
+    print(f"projected with 8 / 32 / 128 cores: {result['dvc_repro']['projected_min_with_cores']} min")
+    return result
+
+
+def _timing_rows(project: Path) -> list[dict[str, Any]]:
+    """Per registry stage, the runner's ``data/metrics/timings/<stage>.json`` (empty if the stage did
+    not run) with ``cores_used`` = CPU seconds ÷ wall seconds added."""
     from gavil.pipeline.registry import STAGES
 
     rows = []
     for s in STAGES:
         f = project / "data/metrics/timings" / f"{s.name}.json"
         t = json.loads(f.read_text()) if f.exists() else {}
+        if t.get("seconds"):
+            t["cores_used"] = round(t.get("cpu_seconds", 0) / t["seconds"], 2)
         rows.append({"stage": s.name, "partitioned": s.partitioned, **t})
-    parallel = sum(r.get("seconds", 0) for r in rows if r["partitioned"])
+    return rows
+
+
+def _projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Minutes on 8 / 32 / 128 cores. A partitioned stage keeps the share of the cores it got here
+    (``cores_used`` ÷ this machine's cores, measured): its CPU seconds ÷ (cores × that share), which
+    is its wall seconds × this machine's cores ÷ cores. The one-process stages keep their measured
+    wall time (an upper bound: their BLAS and torch threads would use more cores)."""
+    here = os.cpu_count() or 1
     serial = sum(r.get("seconds", 0) for r in rows if not r["partitioned"])
-    cores = os.cpu_count() or 1
-    projection = {  # partitioned stages shared by w workers; the rest as measured (an upper bound on them)
-        str(w): round((serial + parallel * cores / w) / 60, 1) for w in (8, 32, 128)
+    shares = {r["stage"]: round(r["cores_used"] / here, 2) for r in rows if r["partitioned"] and r.get("cores_used")}
+    projected = {}
+    for cores in (8, 32, 128):
+        part = sum(r["cpu_seconds"] / (cores * shares[r["stage"]]) for r in rows if r["stage"] in shares)
+        projected[str(cores)] = round((serial + part) / 60, 1)
+    return {
+        "serial_stage_s": round(serial, 1),
+        "partitioned_stage_s": round(sum(r.get("seconds", 0) for r in rows if r["partitioned"]), 1),
+        "partitioned_core_share": shares,
+        "projected_min_with_cores": projected,
     }
-    result = {
-        "machine": machine(platform.processor() or ""),
-        "command": f"python benchmarks/scale.py {argv}",
-        "generated": generated,
-        "load_average_start": load_start,
-        "load_average_end": load_average(),
-        "dvc_repro": {
-            "exit_status": rc,
-            "wall_s": round(wall, 1),
-            "wall_min": round(wall / 60, 1),
-            "peak_tree_rss_mb_sampled": round(mem.peak_mb),
-            "stages": rows,
-            "serial_stage_s": round(serial, 1),
-            "partitioned_stage_s": round(parallel, 1),
-            "projected_min_with_workers": projection,
-            "text_images": text_image_fates(project) if (project / "data/ocr/ocr.parquet").exists() else None,
-        },
-        "targets": {"wall_min": "<= 45", "peak_memory_mb": "<= 8192"},
-    }
-    print(f"\n{'stage':22s} {'wall s':>9s} {'CPU s':>9s} {'peak MB':>8s}")
-    for r in rows:
-        print(f"{r['stage']:22s} {r.get('seconds', 0):9.1f} {r.get('cpu_seconds', 0):9.1f} {r.get('peak_rss_mb', 0):8}")
-    print(f"dvc repro: exit {rc}, {wall / 60:.1f} min wall (target <= 45), tree peak {mem.peak_mb:.0f} MB (<= 8192)")
-    print(f"projected with 8 / 32 / 128 workers: {projection} min (serial part {serial / 60:.1f} min)")
-    return result
 
 
 def _parser() -> argparse.ArgumentParser:
