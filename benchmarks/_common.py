@@ -48,9 +48,10 @@ def write_result(name: str, result: dict[str, Any]) -> Path:
 
 def copy_project(dest: Path, with_params: bool = True) -> Path:
     """Copy the code (gavil, stages, schemas, flows), the embedded sample, the game's folder (a
-    ``dvc.yaml`` input, empty but for its README) and dvc.yaml (and params.yaml) into ``dest``, a
-    scratch project the benchmark may write ``data/`` into."""
-    for name in (*PACKAGES, "data/sample", "data/game"):
+    ``dvc.yaml`` input, empty but for its README), the review decisions file (an input of
+    ``ocr_filter`` in dvc.yaml) and dvc.yaml (and params.yaml) into ``dest``, a scratch project the
+    benchmark may write ``data/`` into."""
+    for name in (*PACKAGES, "data/sample", "data/game", "data/review"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml") if with_params else ("dvc.yaml",):
         shutil.copy(ROOT / name, dest / name)
