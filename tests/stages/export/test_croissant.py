@@ -128,3 +128,26 @@ def test_a_single_round_names_test_parquet_once_and_reads_the_same_rows(built: P
     dataset = mlc.Dataset(jsonld=str(built / CROISSANT_FILE))
     for rs in ("default", "round_0"):
         assert [r[f"{rs}/ID"] for r in dataset.records(record_set=rs)] == [0, 1, 2, 3]
+
+
+def test_each_files_sha256_is_read_in_blocks_never_whole(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With images embedded a Parquet file holds every instance's candidate images (24.6 GB at 12,000
+    concepts): hashing it must not load it whole. Built again with whole-file reads of the dataset's
+    Parquet files refused, the document's sha256s are still each file's own."""
+    import hashlib
+
+    from gavil.pipeline.runner import run_stage
+
+    whole = Path.read_bytes
+
+    def refuse_parquet(self: Path) -> bytes:
+        if self.suffix == ".parquet" and "dataset" in self.parts:
+            raise AssertionError(f"read whole: {self}")
+        return whole(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse_parquet)
+    run_stage("export", built.parents[2] / "params.yaml")
+    monkeypatch.undo()
+    doc = json.loads((built / CROISSANT_FILE).read_text())
+    hashes = {d["contentUrl"]: d["sha256"] for d in doc["distribution"] if "sha256" in d}
+    assert hashes and all(hashlib.sha256((built / p).read_bytes()).hexdigest() == h for p, h in hashes.items())
