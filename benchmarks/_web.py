@@ -109,9 +109,10 @@ def describe(paths: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def _serve_files(files: dict[str, str], preload: bool, port_q: Any) -> None:
-    """Serve ``files`` (URL path -> file) on 127.0.0.1, keep-alive, TCP_NODELAY; other paths (robots.txt
-    included) are 404. ``preload``: hold the bodies in memory (else read per request: page cache)."""
+def _serve_files(files: dict[str, str], preload: bool, port_q: Any, port: int = 0) -> None:
+    """Serve ``files`` (URL path -> file) on 127.0.0.1:``port`` (0: a free one), keep-alive, TCP_NODELAY;
+    other paths (robots.txt included) are 404. ``preload``: hold the bodies in memory (else read per
+    request: page cache)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     bodies = {k: Path(f).read_bytes() for k, f in files.items()} if preload else {}
@@ -133,19 +134,22 @@ def _serve_files(files: dict[str, str], preload: bool, port_q: Any) -> None:
         def log_message(self, *a: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    server = ThreadingHTTPServer(("127.0.0.1", port), H)
     server.daemon_threads = True
     port_q.put(server.server_address[1])
     server.serve_forever()
 
 
-def start_file_server(files: dict[str, str], preload: bool = False, timeout_s: float = 120) -> tuple[Any, str]:
-    """:func:`_serve_files` in a daemon process (spawned): (the process, its base URL once it listens).
-    Raises ``queue.Empty`` if it does not listen within ``timeout_s`` seconds."""
+def start_file_server(
+    files: dict[str, str], preload: bool = False, timeout_s: float = 120, port: int = 0
+) -> tuple[Any, str]:
+    """:func:`_serve_files` in a daemon process (spawned) on ``port`` (0: a free one): (the process, its
+    base URL once it listens). Raises ``queue.Empty`` if it does not listen within ``timeout_s``
+    seconds (a ``port`` in use: the process exits)."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     q: Any = ctx.Queue()
-    server = ctx.Process(target=_serve_files, args=(files, preload, q), daemon=True)
+    server = ctx.Process(target=_serve_files, args=(files, preload, q, port), daemon=True)
     server.start()
     return server, f"http://127.0.0.1:{q.get(timeout=timeout_s)}"

@@ -30,7 +30,9 @@ The generated project (a folder holding a copy of the code, ``dvc.yaml`` and ``p
   per instance = 180,000 solve rows (80 % of solvers pick the spymaster's associations).
 - **Params: the defaults** (``params.yaml``) apart from the inputs above,
   ``annotations.release_files: []``, ``review.required: false`` (no person reviews generated
-  photos; OCR's rejections still apply) and what no offline machine has: CLIP weights. The rival
+  photos; OCR's rejections still apply), ``export.copy_images: false`` (the HF dataset names each
+  image file instead of embedding its bytes in every instance that shows it: 24.6 GB of Parquet at
+  12,000 concepts) and what no offline machine has: CLIP weights. The rival
   (``models.rival``) and the evaluated CLIP models (``clip-rn50``, ``clip-vit-b-32``) run with
   random weights (``pretrained: null``, ``allow_download: false``; labelled untrained; speed does
   not depend on the weights' values). ``adversarial_filter`` and ``aflite`` run at their defaults.
@@ -265,7 +267,8 @@ def _write_routes(
 
 def _set_project_params(p: dict[str, Any], precision: str | None, device: str | None) -> None:
     """The generated project's params (module docstring), in place: its inputs, the served crawl,
-    random-weight CLIP models, no review, and ``precision``/``device`` where given."""
+    random-weight CLIP models, no review, image paths (not bytes) in the HF dataset, and
+    ``precision``/``device`` where given."""
     p["ingest"]["path"] = "data/synth/strength.SWOW-EN.R123.csv"
     p["crawl"] |= {
         "source": "urllist",
@@ -278,6 +281,9 @@ def _set_project_params(p: dict[str, Any], precision: str | None, device: str | 
         p["models"][name] |= untrained
     p["annotations"] |= {"release_files": [], "raw_dir": "data/synth/raw"}
     p["review"]["required"] = False  # nobody reviews generated photos: OCR's rejections still apply, nothing waits
+    # the HF dataset's image cells name files instead of holding their bytes: embedded, every instance
+    # carries its candidates' bytes (12,000 concepts: 24.6 GB of Parquet, each photo in ~19 instances)
+    p["export"]["copy_images"] = False
     for key, value in (("precision", precision), ("device", device)):
         if value is not None:
             p["ocr"][key] = value
@@ -345,12 +351,22 @@ def make_project(
 
 def serve_images(project: Path, timeout_s: float = 60) -> Any:
     """Start the loopback image server for ``project``'s routes (robots.txt: 404, so allowed) and
-    write ``data/synth/urllist.json`` (concept -> URL on its port). Raises ``queue.Empty`` if it
-    does not listen within ``timeout_s``."""
+    write ``data/synth/urllist.json`` (concept -> URL on its port). A project whose URL list exists
+    (a resumed build) is served on the port it names, so that the list, an input of ``crawl_images``
+    in dvc.yaml, keeps its bytes and ``dvc repro`` does not crawl again. Raises ``queue.Empty`` if it
+    does not listen within ``timeout_s`` (or that port is in use)."""
+    from urllib.parse import urlsplit
+
     from benchmarks._web import start_file_server
 
     routes = json.loads((project / "data/synth/routes.json").read_text())
-    server, base = start_file_server({r["path"]: r["file"] for rs in routes.values() for r in rs}, timeout_s=timeout_s)
+    listed = project / "data/synth/urllist.json"
+    port = 0
+    if listed.exists():
+        first = next((u for us in json.loads(listed.read_text()).values() for u in us), None)
+        port = (urlsplit(first).port or 0) if first else 0
+    files = {r["path"]: r["file"] for rs in routes.values() for r in rs}
+    server, base = start_file_server(files, timeout_s=timeout_s, port=port)
     urls = {c: [base + r["path"] for r in rs] for c, rs in routes.items()}
     (project / "data/synth/urllist.json").write_text(json.dumps(urls))
     return server
