@@ -8,7 +8,6 @@ and seen files over one import run.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 import re
@@ -31,6 +30,7 @@ from gavil.domain.vocabulary import (
     normalize_name,
 )
 from gavil.domain.winogavil import k_is_valid
+from gavil.io import sha256_file
 
 GAME_HEADER = list(RELEASE_GAME_COLUMNS)
 DATASET_HEADER = list(RELEASE_DATASET_COLUMNS)
@@ -301,7 +301,7 @@ class ImportState:
 
     def first_time(self, path: Path) -> bool:
         """False (and the file is noted as skipped) when identical content was already imported."""
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = sha256_file(path)  # in blocks: a batch file may be large
         if digest in self.file_hashes:
             self.skipped_files.append(f"{path.as_posix()} = {self.file_hashes[digest]}")
             return False
