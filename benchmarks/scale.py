@@ -657,12 +657,11 @@ def run_dvc_repro(
     left (the finished stages' timings stay on disk; ``resumed`` says so)."""
     project = base / "dvc"
     resumed = (project / ".dvc").exists()
+    env = _env()
     if not resumed:
         if project.exists():
             shutil.rmtree(project)
         shutil.copytree(template, project)
-    env = _env()
-    if not resumed:
         for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
             subprocess.run(cmd, cwd=project, env=env, check=True)
     server = serve_images(project)
