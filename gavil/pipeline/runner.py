@@ -37,9 +37,12 @@ def _module(name: str) -> Any:
 @contextmanager
 def _running(name: str) -> Iterator[None]:
     """The stage's catalog access, and its heartbeat: a line at least every 10 s however long a step
-    takes and however loaded the machine (:class:`gavil.progress.Heartbeat`; nothing in a short stage)."""
+    takes and however loaded the machine (:class:`gavil.progress.Heartbeat`; nothing in a short stage).
+    Also keeps the process's freed memory for reuse (:func:`gavil.pipeline.allocator.keep_freed_memory`)."""
+    from gavil.pipeline.allocator import keep_freed_memory
     from gavil.progress import Heartbeat, active
 
+    keep_freed_memory()
     s = spec(name)
     producers = {w: o.name for o in STAGES for w in o.writes}
     with catalog.stage_access(name, s.reads, s.writes, producers):
