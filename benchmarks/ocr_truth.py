@@ -73,7 +73,9 @@ import pandas as pd
 import yaml
 from gavil.params import parse_params
 from gavil.models.ocr_engine import engine_from_params
+from gavil.pipeline.allocator import keep_freed_memory
 from stages.ocr_filter import _rule, decide
+keep_freed_memory()  # what the stage's process does first (gavil.pipeline.runner)
 raw = yaml.safe_load(open(sys.argv[3]))
 raw["ocr"].update(json.loads(sys.argv[2]))
 p = parse_params(raw).ocr
