@@ -281,7 +281,7 @@ def game(
         return
     import uvicorn
 
-    from gavil.game.launch import build_game
+    from gavil.game.launch import build_game, settle_heap
     from gavil.game.web import create_app
     from gavil.gamestore.store import set_synchronous
     from gavil.params import load_params
@@ -294,6 +294,8 @@ def game(
         return serve_workers(p, params, bind, at)
     set_synchronous(p.game.synchronous)
     g, images = build_game(p)
+    app = create_app(g, images)
+    settle_heap()  # before serving: a full collection of the start-up heap would stall every request
     typer.echo(f"game: {len(g.sets)} candidate sets, rival: {g.rival.status} ({g.rival.message[:120]})", err=True)
     typer.echo(f"game: store {g.store}; open http://{bind}:{at}/", err=True)
     # proxy_headers off: uvicorn would believe X-Forwarded-For from any local client; the app reads it
@@ -301,7 +303,7 @@ def game(
     # keep-alive 75 s: a player's connection outlives their think time, so the next request needs no new
     # connection (and never races the server closing an idle one)
     uvicorn.run(
-        create_app(g, images),
+        app,
         host=bind,
         port=at,
         log_level="warning",
@@ -317,12 +319,13 @@ def serve_workers(p: Params, params: str, bind: str, at: int) -> None:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from gavil.game.launch import listening_socket, prepare_workers
+    from gavil.game.launch import listening_socket, prepare_workers, settle_heap
     from gavil.gamestore.store import store_file
 
     n = p.game.workers
     sock = listening_socket(bind, at)
     parent = prepare_workers(p, params, n)
+    settle_heap()  # the parent's rival thread scores for every worker: no full collection of its start-up heap
     typer.echo(f"game: {len(parent.sets)} candidate sets, {n} server processes, rival: {parent.rival.status}", err=True)
     typer.echo(f"game: store {store_file(p.game.store_dir)}; open http://{bind}:{at}/", err=True)
     config = uvicorn.Config(

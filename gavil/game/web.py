@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import ipaddress
 import logging
@@ -635,6 +636,7 @@ def admin_routes(ctx: Context) -> list[Route]:
                 "refused_busy": c.refused_busy,
                 "client_disconnects": c.client_disconnects,
                 "pid": os.getpid(),  # the counters are this server process's (game.workers)
+                "gc_frozen": gc.get_freeze_count(),  # the start-up heap out of the collector's reach (settle_heap)
             }
         )
 

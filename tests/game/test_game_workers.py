@@ -88,6 +88,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def pid(c: httpx.Client) -> int:
     r = c.get("/api/admin/stats", headers={"X-Admin-Token": ADMIN})
     assert r.status_code == 200, r.text
+    assert r.json()["gc_frozen"] > 100_000, r.json()  # each worker froze its start-up heap (settle_heap)
     return int(r.json()["pid"])
 
 
