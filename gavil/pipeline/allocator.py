@@ -8,7 +8,7 @@ temporaries of a few to tens of MB in a loop (AfLite's batched fits: several (cl
 matrices per iteration, ~100 iterations per fit, 14 fits on the sample) then pays the kernel for
 every one: a new mapping, zero-filled page by page on first touch, unmapped again. On the sample's
 ``aflite`` that was 3.3-4.5 s of system time in a 22 CPU-s stage (``gavil stage aflite`` timed whole,
-docs/aflite.md "Where the stage's CPU goes").
+docs/aflite.md "On the offline sample").
 
 :func:`keep_freed_memory` fixes both thresholds at the start of a stage (``mallopt``): blocks up to
 32 MiB (glibc's maximum for this setting) come from the heap, and up to 128 MiB of freed heap stays
