@@ -45,6 +45,7 @@ import numpy as np
 
 from gavil.errors import ParamsError
 from gavil.models.weights import (
+    KNOWN_PRETRAINED,
     MPNET_ID,
     NO_WEIGHTS,
     WeightsMismatch,
@@ -152,13 +153,23 @@ class RuntimeOptions:
         )
 
 
-def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
-    """Path of already-downloaded open_clip weights for (model, tag), or None. No network."""
+def pretrained_cfg(model: str, tag: str) -> dict[str, object]:
+    """open_clip's pretrained config for (architecture ``model``, tag ``tag``): a copy of
+    :data:`gavil.models.weights.KNOWN_PRETRAINED`'s entry when it has one (open_clip is not
+    imported), else ``open_clip.get_pretrained_cfg`` ({} for an unknown pair)."""
+    known = KNOWN_PRETRAINED.get((model, tag))
+    if known is not None:
+        return dict(known)
     import open_clip
 
-    cfg = open_clip.get_pretrained_cfg(model, tag)
+    return dict(open_clip.get_pretrained_cfg(model, tag))
+
+
+def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
+    """Path of already-downloaded open_clip weights for (model, tag), or None. No network."""
+    cfg = pretrained_cfg(model, tag)
     hf = cfg.get("hf_hub")
-    if hf:
+    if isinstance(hf, str) and hf:
         from huggingface_hub import try_to_load_from_cache
 
         repo, filename = os.path.split(hf)
@@ -167,7 +178,7 @@ def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
             if isinstance(hit, str) and os.path.isfile(hit):
                 return hit
     url = cfg.get("url")
-    if url:
+    if isinstance(url, str) and url:
         p = os.path.join(cache_dir or os.path.expanduser("~/.cache/clip"), os.path.basename(url))
         if os.path.isfile(p):
             return p
@@ -176,10 +187,8 @@ def cached_weights(model: str, tag: str, cache_dir: str | None) -> str | None:
 
 def _reachable(model: str, tag: str, timeout_s: float = 3.0) -> str | None:
     """None if the weights host answers on 443 within ``timeout_s``, else why not."""
-    import open_clip
-
-    cfg = open_clip.get_pretrained_cfg(model, tag)
-    host = "huggingface.co" if cfg.get("hf_hub") else urlparse(cfg.get("url", "")).hostname
+    cfg = pretrained_cfg(model, tag)
+    host = "huggingface.co" if cfg.get("hf_hub") else urlparse(str(cfg.get("url") or "")).hostname
     if not host:
         return "no download location known for this tag"
     try:
@@ -199,6 +208,11 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
         WeightsUnavailable: no weights can be had (see :func:`_weights_source`, :func:`_create_open_clip`).
         WeightsMismatch: the weights file's sha256 differs from the entry's pin.
     """
+    model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
+    advice = how_to_provide(model_name, tag, spec.entry)
+    # a known (architecture, tag): its weights are resolved first, so none on this machine is a
+    # WeightsUnavailable before open_clip and torch are imported (KNOWN_PRETRAINED)
+    found = _weights_source(spec, opt, advice) if (model_name, tag) in KNOWN_PRETRAINED else None
     from gavil.compat.torchvision_bridge import ensure_torchvision
 
     ensure_torchvision()
@@ -209,13 +223,11 @@ def _load_open_clip(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     from gavil.models.precision import numerics_id, resolve
 
     prec, dev = resolve(opt.precision, opt.device)
-    model_name, tag, weights_path = spec.model, spec.pretrained, spec.weights_path
     if model_name not in open_clip.list_models():
         raise ParamsError(f"{spec.name}: {model_name!r} is not an open_clip architecture")
     torch.set_num_threads(opt.threads)
     quick_gelu = _quick_gelu(spec)
-    advice = how_to_provide(model_name, tag, spec.entry)
-    source, label, sha = _weights_source(spec, opt, advice)
+    source, label, sha = found or _weights_source(spec, opt, advice)
     model, preprocess = _create_open_clip(spec, opt, source, quick_gelu, advice)
     sha = _loaded_sha256(spec, opt, source, sha)
     conv = _prepare_open_clip(model, prec, dev)
@@ -236,13 +248,13 @@ def _quick_gelu(spec: ModelSpec) -> bool:
     Raises:
         ParamsError: the tag is unknown for the architecture and no ``weights_path`` is given.
     """
-    import open_clip
-
     model_name, tag = spec.model, spec.pretrained
     if tag is None:
         return False
-    cfg = open_clip.get_pretrained_cfg(model_name, tag)
+    cfg = pretrained_cfg(model_name, tag)
     if not cfg and not spec.weights_path:
+        import open_clip
+
         raise ParamsError(
             f"{spec.name}: pretrained={tag!r} unknown for {model_name}; tags: {open_clip.list_pretrained_tags_by_model(model_name)}"
         )
@@ -461,15 +473,13 @@ def _text_tower_to_bf16(model: Any) -> None:
 
 def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     """A sentence-transformers model: its folder, weights hash and cache key now; the network itself is
-    built on the first :attr:`LoadedModel.embed_texts` call, so a run whose texts are all in the cache
-    never imports sentence-transformers (about 5 s of a stage's start)."""
+    built (and torch's threads set) on the first :attr:`LoadedModel.embed_texts` call, so a run whose
+    texts are all in the cache never imports sentence-transformers (about 5 s of a stage's start), nor
+    torch where its build is CPU-only (:func:`gavil.models.precision.resolve_device`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-
     from gavil.models.precision import numerics_id, resolve_device
 
     dev = resolve_device(opt.device)  # text models run in float64 whatever the precision param
-    torch.set_num_threads(opt.threads)
     if spec.weights_path:
         if not os.path.isdir(spec.weights_path):
             raise ParamsError(f"{spec.name}: weights_path={spec.weights_path!r} is not a sentence-transformers folder")
@@ -496,6 +506,9 @@ def _load_text(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     def encoder() -> Any:
         with building:
             if not built:
+                import torch
+
+                torch.set_num_threads(opt.threads)
                 from gavil.compat.torchvision_bridge import ensure_torchvision
 
                 ensure_torchvision()
@@ -538,9 +551,8 @@ def load_model(spec: ModelSpec, opt: RuntimeOptions) -> LoadedModel:
     key = (spec, opt, _file_identity(spec.weights_path))
     with _LOADING:
         if key in _LOADED:
-            import torch
-
-            torch.set_num_threads(opt.threads)  # another stage in this process may have set others
+            if "torch" in sys.modules:  # else no model of this process has run yet: it sets them when built
+                sys.modules["torch"].set_num_threads(opt.threads)  # another stage may have set others
             return _LOADED[key]
         _LOADED.clear()  # free the previous model before loading the next
         model = _load_open_clip(spec, opt) if spec.kind == "open_clip" else _load_text(spec, opt)

@@ -53,16 +53,41 @@ def cpu_native_bf16() -> bool:
         return False
 
 
+#: The library a torch build links for CUDA (or ROCm, which torch also reports as ``cuda``), by
+#: platform: a torch without any of them is a CPU-only build and can see no CUDA device.
+_GPU_LIBS = ("libtorch_cuda.so", "libtorch_hip.so", "torch_cuda.dll")
+
+
+@cache
+def torch_is_cpu_only() -> bool:
+    """True if the installed torch is a CPU-only build (its ``lib`` folder holds none of
+    :data:`_GPU_LIBS`), found without importing torch (about 0.9 CPU-s); False if it may have a GPU
+    build (then ask ``torch.cuda``) or is not found."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    if not folders:
+        return False
+    lib = Path(folders[0]) / "lib"
+    return lib.is_dir() and not any((lib / name).exists() for name in _GPU_LIBS)
+
+
 def resolve_device(device: str) -> str:
-    """``auto`` | ``cpu`` | ``cuda`` -> ``cpu`` or ``cuda``.
+    """``auto`` | ``cpu`` | ``cuda`` -> ``cpu`` or ``cuda``. ``cpu``, and any device with a CPU-only torch
+    build (:func:`torch_is_cpu_only`), is resolved without importing torch.
 
     Raises:
         ParamsError: ``cuda`` asked for but torch sees no CUDA device, or an unknown name.
     """
-    import torch
-
     if device not in DEVICES:
         raise ParamsError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "cpu" or (device == "auto" and torch_is_cpu_only()):
+        return "cpu"
+    if device == "cuda" and torch_is_cpu_only():
+        raise ParamsError("device: cuda, but torch sees no CUDA device (CPU-only torch or no GPU); use auto or cpu")
+    import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():

@@ -25,6 +25,27 @@ if TYPE_CHECKING:
 #: The status of rows (and of a model in metrics) whose weights could not be had.
 NO_WEIGHTS = "no_weights"
 
+#: open_clip's pretrained config (``open_clip.get_pretrained_cfg``, the fields weights resolution
+#: reads) for the (architecture, tag) pairs of this project's own ``models`` entries. With it a
+#: stage process finds out whether such weights are on this machine without importing open_clip
+#: and torch (about 2.6 CPU-s, paid by every stage that resolves the rival; a first run without
+#: CLIP weights pays it for nothing). ``tests/stages/score_candidates/test_score.py`` checks each
+#: entry against the installed open_clip; any other pair is looked up in open_clip itself.
+KNOWN_PRETRAINED: dict[tuple[str, str], dict[str, str | bool]] = {
+    ("RN50", "openai"): {
+        "url": "https://openaipublic.azureedge.net/clip/models/"
+        "afeb0e10f9e5a86da6080e35cf09123aca3b358a0c3e3b6c78a7b63bc04b6762/RN50.pt",
+        "hf_hub": "timm/resnet50_clip.openai/",
+        "quick_gelu": True,
+    },
+    ("ViT-B-32", "openai"): {
+        "url": "https://openaipublic.azureedge.net/clip/models/"
+        "40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af/ViT-B-32.pt",
+        "hf_hub": "timm/vit_base_patch32_clip_224.openai/",
+        "quick_gelu": True,
+    },
+}
+
 
 class WeightsUnavailable(RuntimeError):
     """No weights could be loaded.

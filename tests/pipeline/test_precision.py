@@ -10,7 +10,14 @@ import torch
 from gavil.errors import ParamsError
 from gavil.models.embeddings import Cache
 from gavil.models.loading import ModelSpec, RuntimeOptions, load_model
-from gavil.models.precision import cpu_native_bf16, flags_native_bf16, numerics_id, resolve, resolve_device
+from gavil.models.precision import (
+    cpu_native_bf16,
+    flags_native_bf16,
+    numerics_id,
+    resolve,
+    resolve_device,
+    torch_is_cpu_only,
+)
 from gavil.params import Params, load_params, parse_params
 from gavil.params.models import ModelEntry
 from gavil.params.ocr import OcrParams
@@ -32,6 +39,54 @@ def test_auto_resolves_to_what_the_hardware_runs_natively():
     assert resolve("auto", "auto") == ("bf16" if native else "fp32", dev)
     assert resolve("fp32", "cpu") == ("fp32", "cpu") and resolve("bf16", "cpu") == ("bf16", "cpu")
     assert numerics_id(*resolve("bf16", "cpu")) == "bf16-cpu"
+
+
+def test_a_cpu_only_torch_build_is_known_from_its_files(tmp_path, monkeypatch):
+    """What the files say is what torch itself says (CUDA and ROCm builds name their version);
+    a folder with a GPU library of any platform is no CPU-only build, one without is."""
+    assert torch_is_cpu_only() == (torch.version.cuda is None and getattr(torch.version, "hip", None) is None)
+    import importlib.util
+    from types import SimpleNamespace
+
+    cases = {(): True, ("libtorch_cuda.so",): False, ("libtorch_hip.so",): False, ("torch_cuda.dll",): False}
+    for i, (libs, cpu_only) in enumerate(cases.items()):
+        (tmp_path / str(i) / "lib").mkdir(parents=True)
+        for name in ("libtorch_cpu.so", *libs):
+            (tmp_path / str(i) / "lib" / name).write_bytes(b"")
+        fake = SimpleNamespace(submodule_search_locations=[str(tmp_path / str(i))])
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, f=fake: f)
+        torch_is_cpu_only.cache_clear()
+        assert torch_is_cpu_only() is cpu_only, libs
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    torch_is_cpu_only.cache_clear()
+    assert torch_is_cpu_only() is False  # not found: ask torch
+    monkeypatch.undo()
+    torch_is_cpu_only.cache_clear()
+
+
+@pytest.mark.skipif(not torch_is_cpu_only(), reason="needs a CPU-only torch build")
+def test_a_text_model_whose_vectors_are_cached_never_imports_torch(tmp_path):
+    """A stage whose text vectors are all in a cache loads its text model, keys and looks them up
+    without importing torch or sentence-transformers (0.9 and 5 CPU-s of its start)."""
+    code = (
+        "import sys, numpy as np\n"
+        "from gavil.models.embeddings import Cache\n"
+        "from gavil.models.loading import ModelSpec, RuntimeOptions, load_model\n"
+        "m = load_model(ModelSpec('t', 'text', 'all-MiniLM-L6-v2'), RuntimeOptions(device='auto', threads=1))\n"
+        "c = Cache([], sys.argv[1])\n"
+        "c.add_rows([{'model': m.spec.model, 'weights_id': c.full_key(m.cache_key('text'))[1], 'kind': 'text',"
+        " 'key': 'moon', 'dim': 2, 'vector': np.ones(2, '<f4').tobytes()}])\n"
+        "got = c.ensure(m.cache_key('text'), {'moon': 'moon'}, m.embed_texts)\n"
+        "print(m.numerics, got['moon'].tolist(), [x for x in ('torch', 'sentence_transformers') if x in sys.modules])\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "c.parquet")], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["fp64-cpu", "[1.0,", "1.0]", "[]"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -148,6 +148,58 @@ def test_no_cache_no_download_is_actionable(tmp_path):
         load_model(SPEC, RuntimeOptions(cache_dir=str(tmp_path), allow_download=False))
 
 
+def test_known_pretrained_is_open_clips_own_config_for_every_own_entry():
+    """The table that spares a stage open_clip's import says what open_clip says, and covers every
+    open_clip entry of the project's params.yaml (a new one must be added, or it pays the import)."""
+    import open_clip
+
+    from gavil.models.loading import pretrained_cfg
+    from gavil.models.weights import KNOWN_PRETRAINED
+    from gavil.params import load_params
+    from tests.helpers import ROOT
+
+    for (model, tag), known in KNOWN_PRETRAINED.items():
+        assert model in open_clip.list_models()
+        cfg = open_clip.get_pretrained_cfg(model, tag)
+        assert {k: cfg.get(k, False if k == "quick_gelu" else "") for k in known} == known, (model, tag)
+        assert pretrained_cfg(model, tag) == known
+    own = {(e.model, e.pretrained) for e in load_params(ROOT / "params.yaml").models.root.values() if e.kind == "open_clip"}
+    assert own and own <= set(KNOWN_PRETRAINED), own - set(KNOWN_PRETRAINED)
+    assert pretrained_cfg("RN50", "yfcc15m") == dict(open_clip.get_pretrained_cfg("RN50", "yfcc15m"))
+
+
+@pytest.mark.parametrize("allow_download", [False, True])
+def test_a_known_rival_without_weights_is_found_out_without_importing_open_clip(tmp_path, allow_download):
+    """No cached weights (and no download: off, or the host unreachable offline) is the same
+    no_weights reason as before, given before open_clip and torch are imported (2.6 CPU-s a stage)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    code = (
+        "import sys\n"
+        "from gavil.models.loading import ModelSpec, RuntimeOptions, WeightsUnavailable, load_model\n"
+        "try:\n"
+        "    load_model(ModelSpec('rival', 'open_clip', 'RN50', 'openai'),"
+        " RuntimeOptions(cache_dir=sys.argv[1], allow_download=sys.argv[2] == 'True'))\n"
+        "except WeightsUnavailable as e:\n"
+        "    print(e.reason)\n"
+        "print(sorted(m for m in ('open_clip', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(allow_download)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"},
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    reason, imported = out.stdout.strip().splitlines()
+    assert "weights_path" in reason and imported == "[]"
+
+
 def test_bad_params_are_errors(tmp_path):
     with pytest.raises(ParamsError, match="not an open_clip architecture"):
         load_model(ModelSpec("x", "open_clip", "NoSuchNet", "openai"), P)
