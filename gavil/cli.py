@@ -472,6 +472,20 @@ def tables() -> None:
         typer.echo(f"{name:22s} {path}")
 
 
+@app.command("sample-embeddings")
+def sample_embeddings(model: str = "all-MiniLM-L6-v2") -> None:
+    """Rewrite data/sample/embeddings.parquet (shipped in git) from the stages' embedding caches.
+
+    Run after `dvc repro` on the sample, once with the file removed (so the stages compute every
+    vector): a fresh clone's first run then embeds no text of the sample (docs/benchmarks.md)."""
+    from gavil.models.embeddings import ship_text_vectors
+    from gavil.pipeline import catalog
+
+    out = catalog.entry("sample_embeddings").path
+    caches = [catalog.entry(n).path for n in catalog.EMBEDDING_CACHES if n != "sample_embeddings"]
+    typer.echo(f"wrote {out}: {ship_text_vectors(caches, out, model)} rows")
+
+
 @app.command("dvc-yaml")
 def dvc_yaml_cmd(write: bool = False, check: bool = False) -> None:
     """Print dvc.yaml as generated from gavil/pipeline/registry.py (--write to save, --check to compare)."""

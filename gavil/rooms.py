@@ -44,6 +44,7 @@ ARROWS: frozenset[tuple[str, str]] = frozenset(
         ("gavil tools", "gavil.gamestore"),
         ("gavil tools", "gavil.pipeline"),
         ("gavil tools", "gavil.compat"),
+        ("gavil tools", "gavil.models"),  # `gavil sample-embeddings`: the shipped embedding cache
         ("gavil tools", "gavil.params"),
         ("gavil tools", "gavil io"),
         ("gavil tools", "schemas"),

@@ -348,3 +348,42 @@ def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df["score_fool_the_ai"] = df["score_fool_the_ai"].astype("Int64")
     df["jaccard"] = df["jaccard"].astype(float)
     return df
+
+
+def ship_text_vectors(
+    read_paths: Sequence[str | os.PathLike[str]], out_path: str | os.PathLike[str], model: str
+) -> int:
+    """Write ``out_path``, a read-only embedding cache to ship in git (``sample_embeddings``): the
+    rows of the cache files ``read_paths`` (and of ``out_path`` when it exists) whose ``model`` is
+    ``model`` and whose ``weights_id`` ends with this installation's :func:`recipe_id`, one per
+    (model, weights_id, kind, key), sorted by them; written atomically.
+
+    Only a text model's vectors are exact enough to ship: it runs in float64 and rounds to float32,
+    so its vectors are the same bytes on every CPU kernel and thread count
+    (``tests/pipeline/test_determinism.py``); a stage that finds a row here would have computed
+    those bytes itself. Rows of another recipe (another torch or transformers) are left out: no
+    run would look them up.
+
+    Args:
+        read_paths: the stages' embedding caches after a run that computed the sample's vectors.
+        out_path: the shipped file (``data/sample/embeddings.parquet``).
+        model: the text model id, e.g. ``all-MiniLM-L6-v2``.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        pandera.errors.SchemaErrors: a cache file breaks :class:`schemas.embeddings.EmbeddingCache`.
+    """
+    paths = [Path(p) for p in (*read_paths, out_path)]
+    suffix = "|" + recipe_id()
+    frames = [Cache._read(p) for p in paths if p.exists()]
+    cols = list(EmbeddingCache.to_schema().columns)
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    df = df[(df["model"] == model) & df["weights_id"].str.endswith(suffix)]
+    df = df.drop_duplicates(["model", "weights_id", "kind", "key"]).sort_values(["model", "weights_id", "kind", "key"])
+    df = df.reset_index(drop=True)[cols]
+    df["dim"] = df["dim"].astype(int)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(df, Path(out_path), EmbeddingCache)
+    return len(df)

@@ -263,8 +263,9 @@ TABLES: tuple[Table, ...] = (
     ),
 )
 
-#: The embedding caches, one per stage that embeds (each writes its own; every one of them reads all).
-EMBEDDING_CACHES = ("embeddings", "af_embeddings", "aflite_embeddings", "eval_embeddings")
+#: The embedding caches every stage that embeds reads: one per such stage (each writes its own), and
+#: the sample's shipped text-model vectors (``sample_embeddings``, in git, written by no stage).
+EMBEDDING_CACHES = ("embeddings", "af_embeddings", "aflite_embeddings", "eval_embeddings", "sample_embeddings")
 
 _PLOT_BAR = {"template": "bar_horizontal"}
 ARTIFACTS: tuple[Artifact, ...] = (
@@ -276,6 +277,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
         "fingerprint of the key annotator ids were hashed with (in git; never the key)",
         persist=True,
         cache=False,
+    ),
+    Artifact(
+        "sample_embeddings",
+        "data/sample/embeddings.parquet",
+        "cache",
+        "the embedded sample's text-model embeddings, shipped in git and only read (`gavil sample-embeddings` makes it)",
+        local=True,
     ),
     Artifact(
         "crawl_journal", "data/cache/crawl_journal", "journal", "resumable crawl journal (not a DVC output)", local=True
