@@ -44,14 +44,19 @@ _NUMERIC_LIBS = ("torch", "transformers", "sentence-transformers", "open_clip_to
 
 
 def recipe_id() -> str:
-    """``RECIPE`` plus the installed versions of the libraries that compute vectors, e.g.
-    ``canonical-v2 torch=2.13.0+cpu transformers=5.23.0 ...`` (missing ones are left out)."""
+    """``RECIPE`` plus the installed releases of the libraries that compute vectors, e.g.
+    ``canonical-v2 torch=2.13.0 transformers=5.23.0 ...`` (missing ones are left out).
+
+    A release is its public version (PEP 440): a local label such as torch's ``+cpu`` or ``+cu126``
+    names which accelerator the build supports, and the device that computed a vector is already in
+    its key (:meth:`gavil.models.loading.LoadedModel.cache_key`), so the public index's torch and
+    a CPU-only build of the same release share entries (the sample's shipped vectors among them)."""
     from importlib import metadata
 
     parts = [RECIPE]
     for dist in _NUMERIC_LIBS:
         try:
-            parts.append(f"{dist}={metadata.version(dist)}")
+            parts.append(f"{dist}={metadata.version(dist).split('+', 1)[0]}")
         except metadata.PackageNotFoundError:
             continue
     return " ".join(parts)

@@ -59,3 +59,19 @@ def test_shipping_keeps_one_models_current_rows_from_every_cache(tmp_path):
     assert list(got["key"]) == ["apple", "cat", "moon"] and set(got["weights_id"]) == {now}
     first = out.read_bytes()
     assert ship_text_vectors(paths, out, "m") == 3 and out.read_bytes() == first
+
+
+def test_a_cpu_only_build_and_the_public_indexs_build_share_cache_entries(monkeypatch):
+    """torch's local label (``+cpu``, ``+cu126``) names the accelerator, not the release: the
+    public index's torch finds the vectors a CPU-only build of the same release computed (the
+    device is in the key already); another release does not."""
+    from importlib import metadata
+
+    real = metadata.version
+    ids = set()
+    for label in ("", "+cpu", "+cu126"):
+        monkeypatch.setattr(metadata, "version", lambda d, lb=label: "2.13.0" + lb if d == "torch" else real(d))
+        ids.add(recipe_id())
+    assert len(ids) == 1 and "torch=2.13.0 " in next(iter(ids))
+    monkeypatch.setattr(metadata, "version", lambda d: "2.14.0" if d == "torch" else real(d))
+    assert recipe_id() not in ids
