@@ -83,6 +83,7 @@ ARROWS: frozenset[tuple[str, str]] = frozenset(
         ("gavil.pipeline", "gavil.params"),
         ("gavil.pipeline", "gavil io"),
         ("gavil.pipeline", "gavil errors"),
+        ("gavil.pipeline", "gavil.compat"),  # runner: pandera without its dask typing
         ("gavil.compat", "gavil errors"),
         ("gavil.params", "gavil io"),
         ("gavil.params", "gavil.domain"),

@@ -38,11 +38,14 @@ def _module(name: str) -> Any:
 def _running(name: str) -> Iterator[None]:
     """The stage's catalog access, and its heartbeat: a line at least every 10 s however long a step
     takes and however loaded the machine (:class:`gavil.progress.Heartbeat`; nothing in a short stage).
-    Also keeps the process's freed memory for reuse (:func:`gavil.pipeline.allocator.keep_freed_memory`)."""
+    Also keeps the process's freed memory for reuse (:func:`gavil.pipeline.allocator.keep_freed_memory`)
+    and spares it pandera's import of ``dask.dataframe`` (:func:`gavil.compat.pandera_dask.skip_dask_typing`)."""
+    from gavil.compat.pandera_dask import skip_dask_typing
     from gavil.pipeline.allocator import keep_freed_memory
     from gavil.progress import Heartbeat, active
 
     keep_freed_memory()
+    skip_dask_typing()
     s = spec(name)
     producers = {w: o.name for o in STAGES for w in o.writes}
     with catalog.stage_access(name, s.reads, s.writes, producers):
