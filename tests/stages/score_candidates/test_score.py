@@ -163,7 +163,9 @@ def test_known_pretrained_is_open_clips_own_config_for_every_own_entry():
         cfg = open_clip.get_pretrained_cfg(model, tag)
         assert {k: cfg.get(k, False if k == "quick_gelu" else "") for k in known} == known, (model, tag)
         assert pretrained_cfg(model, tag) == known
-    own = {(e.model, e.pretrained) for e in load_params(ROOT / "params.yaml").models.root.values() if e.kind == "open_clip"}
+    own = {
+        (e.model, e.pretrained) for e in load_params(ROOT / "params.yaml").models.root.values() if e.kind == "open_clip"
+    }
     assert own and own <= set(KNOWN_PRETRAINED), own - set(KNOWN_PRETRAINED)
     assert pretrained_cfg("RN50", "yfcc15m") == dict(open_clip.get_pretrained_cfg("RN50", "yfcc15m"))
 
