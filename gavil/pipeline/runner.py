@@ -30,7 +30,16 @@ from gavil.pipeline.registry import STAGES, spec
 
 
 def _module(name: str) -> Any:
+    """Stage ``name``'s module, imported after :func:`gavil.compat.pandera_dask.skip_dask_typing` (a
+    module may build a table's schema as it loads, e.g. ``stages.evaluate.errors``).
+
+    Raises:
+        UnknownStage: ``name`` is no stage of the registry.
+    """
+    from gavil.compat.pandera_dask import skip_dask_typing
+
     spec(name)
+    skip_dask_typing()
     return importlib.import_module(f"stages.{name}")
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.helpers import ROOT
 
 CHECK = textwrap.dedent(
@@ -39,8 +41,15 @@ def _run(setup: str) -> list[str]:
     return out.stdout.split()
 
 
-def test_a_stage_process_validates_without_importing_dask_dataframe():
-    entered = "from gavil.pipeline.runner import _running\nctx = _running('ingest_concepts'); ctx.__enter__()"
+@pytest.mark.parametrize(
+    "entered",
+    [
+        "from gavil.pipeline.runner import _running\nctx = _running('ingest_concepts'); ctx.__enter__()",
+        "from gavil.pipeline.runner import _module\n_module('evaluate')",  # builds a schema as it loads
+    ],
+    ids=["stage-run", "stage-module-import"],
+)
+def test_a_stage_process_validates_without_importing_dask_dataframe(entered):
     refused, dask_loaded, kinds = _run(entered)
     assert refused == "True" and dask_loaded == "False"
     plain_refused, plain_dask, plain_kinds = _run("")
