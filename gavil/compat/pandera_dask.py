@@ -21,7 +21,7 @@ _MODULE = "pandera.typing.dask"
 def skip_dask_typing() -> bool:
     """Register pandera's dask typing as "dask not installed" unless it (or ``dask.dataframe``) is
     imported already. Returns whether it did; call it before a table model's first schema is built
-    (:func:`gavil.cli.main` for ``gavil stage``, :func:`gavil.pipeline.runner._running` in workers)."""
+    (the runner does before it imports a stage's module: ``gavil.pipeline.runner._module``)."""
     if _MODULE in sys.modules or "dask.dataframe" in sys.modules:
         return False
     stub = types.ModuleType(_MODULE, "pandera's dask typing, as without dask (gavil.compat.pandera_dask)")

@@ -74,8 +74,8 @@ def torch_is_cpu_only() -> bool:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` | ``cpu`` | ``cuda`` -> ``cpu`` or ``cuda``. ``cpu``, and any device with a CPU-only torch
-    build (:func:`torch_is_cpu_only`), is resolved without importing torch.
+    """``auto`` | ``cpu`` | ``cuda`` -> ``cpu`` or ``cuda``. ``cpu``, and ``auto`` with a CPU-only torch
+    build (:func:`torch_is_cpu_only`), are resolved without importing torch.
 
     Raises:
         ParamsError: ``cuda`` asked for but torch sees no CUDA device, or an unknown name.
@@ -84,8 +84,6 @@ def resolve_device(device: str) -> str:
         raise ParamsError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "cpu" or (device == "auto" and torch_is_cpu_only()):
         return "cpu"
-    if device == "cuda" and torch_is_cpu_only():
-        raise ParamsError("device: cuda, but torch sees no CUDA device (CPU-only torch or no GPU); use auto or cpu")
     import torch
 
     if device == "auto":
