@@ -112,17 +112,19 @@ def draw_word(
     rng: random.Random,
     font_name: str,
     under: Callable[[Any, tuple[int, int, int, int]], None] | None = None,
+    angle: float | None = None,
 ) -> dict[str, Any]:
     """Draw ``word`` onto the PIL RGB ``photo`` in place (see the module docstring); returns its details.
     ``under(photo, box)``, if given, draws first what lies under the text's box (a sign's plate): the
-    text's shade is then chosen against it."""
+    text's shade is then chosen against it. ``angle`` (degrees, counter-clockwise) replaces the
+    uniform draw in [-:data:`MAX_ANGLE_DEG`, :data:`MAX_ANGLE_DEG`]."""
     from PIL import Image, ImageStat
 
     w, h = photo.size
     cap_px = h * cap_percent / 100
     font = _font_for_cap(font_name, cap_px)
     text = rng.choice((word, word.upper(), word.title()))
-    angle = rng.uniform(-MAX_ANGLE_DEG, MAX_ANGLE_DEG)
+    angle = rng.uniform(-MAX_ANGLE_DEG, MAX_ANGLE_DEG) if angle is None else angle
     box = font.getbbox(text)
     pad = max(2, int(cap_px))
     layer = Image.new("L", (box[2] - box[0] + 2 * pad, box[3] - box[1] + 2 * pad), 0)
@@ -300,9 +302,62 @@ class TruthItem:
         return asdict(self)
 
 
-def truth_fonts() -> list[str]:
-    """The truth set's TrueType fonts present here (:data:`TRUTH_FONT_NAMES`); ``["pillow-default"]`` if none."""
-    found = [str(Path(d) / n) for n in TRUTH_FONT_NAMES for d in _FONT_DIRS if (Path(d) / n).exists()]
+#: The hard truth set (``write_truth_set(..., hard=True)``): smaller words (down to 0.75 % cap height),
+#: thin, light, condensed and narrow fonts, steep and vertical text, and concepts of two words.
+HARD_CAP_HEIGHTS_PERCENT = (0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+HARD_WORDS = (
+    "ice cream",
+    "violin",
+    "fire truck",
+    "anchor",
+    "traffic light",
+    "camera",
+    "polar bear",
+    "pepper",
+    "hot dog",
+    "rabbit",
+    "palm tree",
+    "candle",
+    "tennis ball",
+    "helmet",
+    "post office",
+    "saddle",
+    "teddy bear",
+    "walnut",
+    "french fries",
+    "zipper",
+    "ferris wheel",
+    "lantern",
+    "coffee cup",
+    "cactus",
+)
+HARD_FONT_NAMES = (
+    "DejaVuSans-ExtraLight.ttf",
+    "DejaVuSansCondensed.ttf",
+    "DejaVuSansCondensed-Oblique.ttf",
+    "DejaVuSerifCondensed-Italic.ttf",
+    "LiberationSansNarrow-Regular.ttf",
+    "LiberationSansNarrow-Italic.ttf",
+    "LiberationMono-Italic.ttf",
+    "LiberationSerif-Regular.ttf",
+)
+
+
+def hard_angle(rng: random.Random) -> float:
+    """The hard set's text angle, degrees: a third tilted within +-15, a third steep (15-30 either
+    way), a third vertical (+-90, read top to bottom or bottom to top)."""
+    way = rng.randrange(3)
+    sign = rng.choice((-1.0, 1.0))
+    if way == 0:
+        return rng.uniform(-MAX_ANGLE_DEG, MAX_ANGLE_DEG)
+    return sign * (rng.uniform(15.0, 30.0) if way == 1 else 90.0)
+
+
+def truth_fonts(hard: bool = False) -> list[str]:
+    """The truth set's TrueType fonts present here (:data:`TRUTH_FONT_NAMES`, or :data:`HARD_FONT_NAMES`
+    for the hard set); ``["pillow-default"]`` if none."""
+    names = HARD_FONT_NAMES if hard else TRUTH_FONT_NAMES
+    found = [str(Path(d) / n) for n in names for d in _FONT_DIRS if (Path(d) / n).exists()]
     return found or ["pillow-default"]
 
 
@@ -327,19 +382,32 @@ def _occlude(photo: Any, box: tuple[int, int, int, int], rng: random.Random) -> 
     ImageDraw.Draw(photo).rectangle((bx, y0 - 2, bx + bw, y1 + 2), fill=colour)
 
 
-def _draw(photo: Any, text: str, cap: float, rng: random.Random, font: str, plate: bool, occlude: bool) -> dict:
+def _draw(
+    photo: Any,
+    text: str,
+    cap: float,
+    rng: random.Random,
+    font: str,
+    plate: bool,
+    occlude: bool,
+    angle: float | None = None,
+) -> dict:
     """Draw ``text`` at ``cap`` % cap height on ``photo`` (PIL RGB, in place), on a plate or straight onto
-    the (busy) photo, then occlude part of it; returns :func:`draw_word`'s details."""
+    the (busy) photo, at ``angle`` degrees (None: :func:`draw_word`'s draw), then occlude part of it;
+    returns :func:`draw_word`'s details."""
     under = (lambda im, box: _plate(im, box, rng)) if plate else None
-    info = draw_word(photo, text, cap, rng, font, under)
+    info = draw_word(photo, text, cap, rng, font, under, angle)
     if occlude:
         _occlude(photo, info["box"], rng)
     return info
 
 
-def truth_image(seed: int, concept: str, kind: str, cap_percent: float, photos: Any) -> tuple[bytes, dict]:
+def truth_image(
+    seed: int, concept: str, kind: str, cap_percent: float, photos: Any, hard: bool = False
+) -> tuple[bytes, dict]:
     """(JPEG bytes, details) of one truth-set image of ``kind`` (``word``, ``free``, ``unrelated``):
-    the web photo of ``seed``, the same for the three kinds, with the concept, nothing, or a sign."""
+    the web photo of ``seed``, the same for the three kinds, with the concept, nothing, or a sign;
+    ``hard``: the hard set's fonts and angles (:data:`HARD_FONT_NAMES`, :func:`hard_angle`)."""
     from PIL import Image
     from rapidfuzz import fuzz
 
@@ -347,9 +415,10 @@ def truth_image(seed: int, concept: str, kind: str, cap_percent: float, photos: 
 
     base = web_photo(seed, photos)
     rng = random.Random(seed * 3 + 1)
-    names = truth_fonts()
+    names = truth_fonts(hard)
     font = names[rng.randrange(len(names))]
     plate, occlude = rng.random() < 0.3, rng.random() < 0.25
+    angle = hard_angle(random.Random(seed * 5 + 3)) if hard else None
     with Image.open(io.BytesIO(base)) as src:
         im = src.convert("RGB")
     details: dict[str, Any] = {"width": im.width, "height": im.height, "plate": False, "occluded": False}
@@ -369,31 +438,35 @@ def truth_image(seed: int, concept: str, kind: str, cap_percent: float, photos: 
         text = far[rng.randrange(len(far))]
         cap_percent = rng.choice((3.0, 5.0, 8.0))
         occlude = False
-    info = _draw(im, text, cap_percent, rng, font, plate, occlude)
+    info = _draw(im, text, cap_percent, rng, font, plate, occlude, angle)
     info["cap_percent"] = cap_percent
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=85)
     return buf.getvalue(), {**details, **info, "plate": plate, "occluded": occlude}
 
 
-def write_truth_set(folder: Path, per_cap: int, seed: int = 0) -> list[TruthItem]:
+def write_truth_set(folder: Path, per_cap: int, seed: int = 0, hard: bool = False) -> list[TruthItem]:
     """Write the truth set into ``folder``: ``per_cap`` photos per cap height of
     :data:`CAP_HEIGHTS_PERCENT`, each three ways (``NNN-word-Cpc.jpg`` shows its concept at C % cap
     height, ``NNN-free.jpg`` is the same photo without text, ``NNN-unrelated.jpg`` the same photo
     with a sign of :data:`SIGN_TEXTS` far from the concept); returns one :class:`TruthItem` per image,
     in that order. Photo ``i``'s concept is :data:`TRUTH_WORDS` ``[i mod 24]`` (the words cycle); the
-    photos leave out the sample's own text photos (:data:`_TEXT_PHOTOS`). Deterministic in ``seed``."""
+    photos leave out the sample's own text photos (:data:`_TEXT_PHOTOS`). Deterministic in ``seed``.
+    ``hard``: the hard set, the same way with :data:`HARD_CAP_HEIGHTS_PERCENT`, :data:`HARD_WORDS`,
+    :data:`HARD_FONT_NAMES` and :func:`hard_angle`."""
     from benchmarks._common import sample_photos
+
+    caps, words = (HARD_CAP_HEIGHTS_PERCENT, HARD_WORDS) if hard else (CAP_HEIGHTS_PERCENT, TRUTH_WORDS)
 
     folder.mkdir(parents=True, exist_ok=True)
     photos = [p for p in sample_photos() if p.name not in _TEXT_PHOTOS]
     items: list[TruthItem] = []
-    for i in range(per_cap * len(CAP_HEIGHTS_PERCENT)):
-        cap = CAP_HEIGHTS_PERCENT[i % len(CAP_HEIGHTS_PERCENT)]
-        concept = TRUTH_WORDS[(i + seed * 5) % len(TRUTH_WORDS)]
+    for i in range(per_cap * len(caps)):
+        cap = caps[i % len(caps)]
+        concept = words[(i + seed * 5) % len(words)]
         s = seed * 1_000_003 + 7_919 * i + 11
         for kind in ("word", "free", "unrelated"):
-            data, info = truth_image(s, concept, kind, cap, photos)
+            data, info = truth_image(s, concept, kind, cap, photos, hard)
             name = f"{i:03d}-{kind}" + (f"-{cap:g}pc" if kind == "word" else "") + ".jpg"
             (folder / name).write_bytes(data)
             drawn = kind != "free"

@@ -5,7 +5,10 @@ web-shaped photos (500-1,600 px long side, 30-400 KB JPEG), each three ways: its
 1.5, 2, 3, 5 or 8 % cap height (12 fonts, +-15 deg, light on dark or dark on light, straight on a busy
 photo or on a sign's plate, a quarter partly occluded), the same photo without text, and the same
 photo with an unrelated sign (a word far from the concept). Truth: the first kind shows its word, the
-other two do not.
+other two do not. ``--set hard`` (:data:`benchmarks._ocrset.HARD_WORDS`, results ``ocr_truth_hard``):
+the same making with smaller words (0.75-5 % cap height), thin, light, condensed and narrow fonts, a
+third of the texts steep (15-30 deg) and a third vertical (+-90 deg), and half the concepts two words
+("ice cream", "traffic light").
 
 Sides, each a NEW interpreter that imports its libraries, loads its models, reads every image and
 exits (wall seconds include all of it; CPU seconds are the child's ``RUSAGE_CHILDREN``):
@@ -30,7 +33,7 @@ of the same set (same ``--per-cap`` and ``--seed``: checked image by image) inst
 again (readtext's readings are a function of the images; its times are then that run's, under that
 run's load, and the result says so).
 
-Usage (project root, venv):  python benchmarks/ocr_truth.py [--per-cap 6] [--seed 0] [--rounds 1]
+Usage (project root, venv):  python benchmarks/ocr_truth.py [--set standard|hard] [--per-cap 6] [--seed 0] [--rounds 1]
   [--settings default easyocr-fp32 ...] [--peer-from ocr_truth] [--out ocr_truth]
 Prints a table and writes benchmarks/results/<out>.json.
 """
@@ -52,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine, write_result  # noqa: E402
-from benchmarks._ocrset import CAP_HEIGHTS_PERCENT, TruthItem, write_truth_set  # noqa: E402
+from benchmarks._ocrset import CAP_HEIGHTS_PERCENT, HARD_CAP_HEIGHTS_PERCENT, TruthItem, write_truth_set  # noqa: E402
 from benchmarks._web import describe  # noqa: E402
 from benchmarks.ocr_cli import PEER, _timed  # noqa: E402
 
@@ -64,6 +67,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "easyocr-fp32": {"engine": "easyocr", "precision": "fp32", "canvas_size": 2560, "join_tokens": 0},
     "ppocr-det-full": {"engine": "ppocr", "ppocr_max_side": None},
     "ppocr-det640": {"engine": "ppocr", "ppocr_max_side": 640},
+    "ppocr-det800": {"engine": "ppocr", "ppocr_max_side": 800},
     "ppocr-1thread": {"engine": "ppocr", "threads": 1},
 }
 
@@ -115,8 +119,10 @@ def run_stage(jobs: Path, overrides: dict[str, Any]) -> tuple[float, float, dict
     return wall, cpu, json.loads(out.strip().splitlines()[-1])
 
 
-def score(items: Sequence[TruthItem], rejected: dict[str, bool]) -> dict[str, Any]:
-    """Recall (overall, by cap height, at >= 3 %) and false rejections (text-free, unrelated text)."""
+def score(
+    items: Sequence[TruthItem], rejected: dict[str, bool], caps: Sequence[float] = CAP_HEIGHTS_PERCENT
+) -> dict[str, Any]:
+    """Recall (overall, by cap height of ``caps``, at >= 3 %) and false rejections (text-free, unrelated text)."""
     words = [it for it in items if it.shows_word]
 
     def rate(sel: list[TruthItem]) -> dict[str, Any]:
@@ -125,9 +131,7 @@ def score(items: Sequence[TruthItem], rejected: dict[str, bool]) -> dict[str, An
 
     return {
         "recall": rate(words),
-        "recall_by_cap_percent": {
-            f"{c:g}": rate([it for it in words if it.cap_height_percent == c]) for c in CAP_HEIGHTS_PERCENT
-        },
+        "recall_by_cap_percent": {f"{c:g}": rate([it for it in words if it.cap_height_percent == c]) for c in caps},
         "recall_cap_ge_3": rate([it for it in words if (it.cap_height_percent or 0) >= 3]),
         "false_rejections": {
             kind: sum(rejected[Path(it.path).name] for it in items if it.kind == kind) for kind in ("free", "unrelated")
@@ -137,14 +141,16 @@ def score(items: Sequence[TruthItem], rejected: dict[str, bool]) -> dict[str, An
     }
 
 
-def _earlier_peer(name: str, per_cap: int, seed: int) -> tuple[float, float, dict[str, list]]:
+def _earlier_peer(name: str, per_cap: int, seed: int, which: str = "standard") -> tuple[float, float, dict[str, list]]:
     """``readtext``'s (wall s, CPU s, readings) from ``benchmarks/results/<name>.json``, which must
-    be a result of the same set (``per_cap``, ``seed``); raises SystemExit (one line) otherwise."""
+    be a result of the same set (``which``, ``per_cap``, ``seed``); raises SystemExit (one line) otherwise."""
     path = ROOT / "benchmarks" / "results" / f"{name.removesuffix('.json')}.json"
     old = json.loads(path.read_text())
-    if (old.get("per_cap"), old.get("seed")) != (per_cap, seed) or "readtext" not in old.get("readings", {}):
+    same = (old.get("set", "standard"), old.get("per_cap"), old.get("seed")) == (which, per_cap, seed)
+    if not same or "readtext" not in old.get("readings", {}):
         raise SystemExit(
-            f"{path}: not a result of --per-cap {per_cap} --seed {seed} with readtext; run without --peer-from"
+            f"{path}: not a result of --set {which} --per-cap {per_cap} --seed {seed} with readtext; "
+            "run without --peer-from"
         )
     t = old["sides"]["readtext"]
     return float(t["wall_s_mean"]), float(t["cpu_s_mean"]), old["readings"]["readtext"]
@@ -167,7 +173,11 @@ def peer_rules(ocr: dict[str, Any]) -> dict[str, Any]:
 
 
 def side_table(
-    items: Sequence[TruthItem], rejected: dict[str, dict[str, bool]], runs: list[dict[str, Any]], stage_sides: list[str]
+    items: Sequence[TruthItem],
+    rejected: dict[str, dict[str, bool]],
+    runs: list[dict[str, Any]],
+    stage_sides: list[str],
+    caps: Sequence[float] = CAP_HEIGHTS_PERCENT,
 ) -> dict[str, dict[str, Any]]:
     """Per side: :func:`score` on its decisions, mean wall and CPU seconds over its runs, and
     ``readtext``'s mean wall time over its own (both readtext rows share readtext's runs)."""
@@ -180,7 +190,7 @@ def side_table(
     for side in ["readtext", "readtext+join", *dict.fromkeys(stage_sides)]:
         walls = times(side, "wall_s")
         table[side] = {
-            **score(items, rejected[side]),
+            **score(items, rejected[side], caps),
             "wall_s_mean": round(statistics.mean(walls), 2),
             "wall_s_runs": walls,
             "cpu_s_mean": round(statistics.mean(times(side, "cpu_s")), 2),
@@ -191,7 +201,7 @@ def side_table(
 
 def print_table(result: dict[str, Any], table: dict[str, dict[str, Any]]) -> None:
     """The result's table on stdout: recall overall and by cap height, false rejections, wall time, ratio."""
-    caps = [f"{c:g}" for c in CAP_HEIGHTS_PERCENT]
+    caps = list(next(iter(table.values()))["recall_by_cap_percent"])
     print(
         f"{len(result['items'])} images, {result['word_images']} with their word; load {result['load_average_1_5_15']}"
     )
@@ -214,7 +224,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--settings", nargs="*", default=["default", "ppocr@1280"], choices=sorted(SETTINGS))
-    ap.add_argument("--out", default="ocr_truth")
+    ap.add_argument("--set", dest="which", choices=("standard", "hard"), default="standard")
+    ap.add_argument("--out", default=None, help="result name (default ocr_truth, or ocr_truth_hard for --set hard)")
     ap.add_argument(
         "--peer-from", default=None, help="an earlier result's name in benchmarks/results (readtext reused)"
     )
@@ -223,7 +234,10 @@ def _args() -> argparse.Namespace:
 
 def main() -> None:
     args = _args()
-    peer = _earlier_peer(args.peer_from, args.per_cap, args.seed) if args.peer_from else None
+    hard = args.which == "hard"
+    out = args.out or ("ocr_truth_hard" if hard else "ocr_truth")
+    caps = HARD_CAP_HEIGHTS_PERCENT if hard else CAP_HEIGHTS_PERCENT
+    peer = _earlier_peer(args.peer_from, args.per_cap, args.seed, args.which) if args.peer_from else None
 
     import yaml
 
@@ -233,7 +247,7 @@ def main() -> None:
     rules = peer_rules(ocr)
     work = Path(tempfile.mkdtemp(prefix="gavil-ocr-truth-"))
     try:
-        items = write_truth_set(work / "set", args.per_cap, args.seed)
+        items = write_truth_set(work / "set", args.per_cap, args.seed, hard)
         if peer and set(peer[2]) != {Path(it.path).name for it in items}:
             raise SystemExit(f"--peer-from {args.peer_from}: its images are not this set's; run without --peer-from")
         jobs = work / "jobs.json"
@@ -267,12 +281,13 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    table = side_table(items, rejected, runs, stage_sides)
+    table = side_table(items, rejected, runs, stage_sides, caps)
     result = {
         "machine": machine(),
         "note": "each side a new interpreter (imports, model load, every image, exit); the sides take turns"
         + (f"; readtext's readings and times are those of results/{args.peer_from}.json (same set)" if peer else ""),
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        "set": args.which,
         "per_cap": args.per_cap,
         "seed": args.seed,
         "images": summary,
@@ -291,7 +306,7 @@ def main() -> None:
         },
     }
     print_table(result, table)
-    write_result(args.out, result)
+    write_result(out, result)
 
 
 if __name__ == "__main__":
