@@ -12,9 +12,10 @@ stack's own OpenCV, so no second ``cv2`` is installed.
 
 Settings (``ocr.*``, :mod:`gavil.params.ocr`): the image is read at most ``ocr.canvas_size`` px
 on its long side (web images whole). The detector sees it scaled (:func:`detector_scale`) so its
-long side is at most ``ocr.ppocr_max_side`` px (PaddleOCR's 960: DB was trained at that scale, and
-on the OCR truth set small words were found that the full-resolution input missed, at about half
-the CPU) and its short side as close to ``ocr.ppocr_min_side`` px as that allows (small images
+long side is at most ``ocr.ppocr_max_side`` px (800; PaddleOCR caps at 960, near DB's training
+scale: on the OCR truth sets, standard and hard, 800 found at least as many words as 960, and 960
+more than the full-resolution input, each at less CPU; docs/benchmarks.md "OCR against the truth")
+and its short side as close to ``ocr.ppocr_min_side`` px as that allows (small images
 are scaled up: their small words are found); the boxes are mapped back, and every detected box is recognised on its own (recognition batch 1: a box's reading does not depend
 on the other boxes of the image); the angle classifier is off (text within +-45 deg is read as
 is; a box at least 1.5x as tall as wide is turned 90 deg by RapidOCR before recognition).
@@ -105,7 +106,7 @@ def models_digest() -> str:
 
 
 def engine_label(min_side: int, max_side: int | None = None) -> str:
-    """The OCR cache's engine label, e.g. ``ppocr-rapidocr-3.10.0-v6small-1a2b3c4d-min736-max960``:
+    """The OCR cache's engine label, e.g. ``ppocr-rapidocr-3.10.0-v6small-1a2b3c4d-min736-max800``:
     package version, the models' digest and the settings that change readings (``canvas_size`` is in
     the cache key already; threads and batch size change nothing; no ``-max`` part: no cap)."""
     version = importlib.metadata.version("rapidocr")
@@ -169,7 +170,7 @@ def _no_spinning() -> Iterator[None]:
             cls._init_sess_opts = staticmethod(original)
 
 
-def make_reader(min_side: int = 736, threads: int = 2, max_side: int | None = 960) -> PPReader:
+def make_reader(min_side: int = 736, threads: int = 2, max_side: int | None = 800) -> PPReader:
     """A PP-OCR reader: ``read(images, canvas) -> [[(text, confidence), ...], ...]`` (one list per image).
 
     ``images`` are :func:`gavil.models.ocr_engine.load_for_ocr` arrays (RGB, plus the grey channel, which

@@ -24,9 +24,9 @@ class OcrParams(Section):
     join_tokens: NonNegInt = 1
     # ppocr: the detector sees the image scaled up so its short side is at least this (px)
     ppocr_min_side: PosInt = 736
-    # ppocr: the detector sees at most this (px) on the long side (PaddleOCR's own 960; recognition
+    # ppocr: the detector sees at most this (px) on the long side (PaddleOCR caps at 960; recognition
     # still reads each box from the full-resolution image); None: the whole canvas
-    ppocr_max_side: PosInt | None = 960
+    ppocr_max_side: PosInt | None = 800
     # easyocr numerics (gavil/models/precision.py, gavil/models/craft.py): both change the detections, so both are in the cache key
     # fp32 | bf16 | auto (bf16 where the CPU/GPU runs it natively) | int8 (CPU only, opt-in,
     # gavil/models/craft.py). fp32 is readtext's own computation (tests/stages/ocr_filter/test_ocr.py); on the OCR

@@ -63,8 +63,8 @@ def test_every_engine_value_has_a_builder():
 @pytest.mark.parametrize(
     ("settings", "prefix", "suffix"),
     [
-        ({"engine": "ppocr"}, "ppocr-rapidocr-", "-min736-max960"),
-        ({"engine": "ppocr", "ppocr_min_side": 512}, "ppocr-rapidocr-", "-min512-max960"),
+        ({"engine": "ppocr"}, "ppocr-rapidocr-", "-min736-max800"),
+        ({"engine": "ppocr", "ppocr_min_side": 512}, "ppocr-rapidocr-", "-min512-max800"),
         ({"engine": "ppocr", "ppocr_max_side": None}, "ppocr-rapidocr-", "-min736"),
         ({"engine": "easyocr", "precision": "fp32", "device": "cpu"}, "easyocr-", "-en+filegrey|fp32-cpu"),
         ({"engine": "easyocr", "precision": "bf16", "device": "cpu"}, "easyocr-", "-en+filegrey|bf16-cpu"),

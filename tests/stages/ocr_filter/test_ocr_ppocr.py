@@ -95,7 +95,7 @@ def test_the_detector_cap_changes_the_engine_label_and_the_reader_uses_it(monkey
 
     capped = engine_from_params(OcrParams(engine="ppocr")).label
     whole = engine_from_params(OcrParams(engine="ppocr", ppocr_max_side=None)).label
-    assert capped.endswith("-max960") and not whole.endswith("-max960")
+    assert capped.endswith("-max800") and not whole.endswith("-max800")
     seen = []
     real = ppocr.detector_scale
     monkeypatch.setattr(ppocr, "detector_scale", lambda *a: seen.append(a) or real(*a))
