@@ -556,6 +556,25 @@ def test_gavil_stage_refuses_when_dvc_yaml_names_other_models(tmp_path, monkeypa
         check_stage_params("aflite", shipped)
 
 
+def test_an_outside_input_inside_a_code_folder_is_still_told_from_code(tmp_path, monkeypatch):
+    """The runner's check splits dvc.yaml's deps into code and outside inputs by folder first; an input
+    file that lives under a code package (stages/, gavil/) is still an input: listed, it passes; a
+    dvc.yaml that lists another one refuses, naming it."""
+    from gavil.pipeline.dvc import check_stage_params, write_dvc_yaml
+
+    monkeypatch.chdir(tmp_path)
+    shipped = load_params(ROOT / "params.yaml")
+    for inside in ("stages/my_swow.csv", "gavil/data/swow.tsv"):
+        moved = shipped.replace(ingest={"path": inside})
+        write_dvc_yaml(tmp_path / "dvc.yaml", moved)
+        check_stage_params("ingest_concepts", moved)
+        with pytest.raises(ParamsError, match=rf"lists '{inside}' as an input of stage ingest_concepts where"):
+            check_stage_params("ingest_concepts", shipped)
+        write_dvc_yaml(tmp_path / "dvc.yaml", shipped)
+        with pytest.raises(ParamsError, match=rf"where params.yaml names '{inside}'"):
+            check_stage_params("ingest_concepts", moved)
+
+
 @pytest.mark.parametrize("key", ["score.weights_path", "score.precision", "evaluate.precision"])
 def test_a_key_moved_into_the_models_section_says_where_it_went(key):
     section, name = key.split(".")
