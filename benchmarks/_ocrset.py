@@ -81,10 +81,15 @@ class Item:
         return asdict(self)
 
 
+def _present(names: tuple[str, ...]) -> list[str]:
+    """Paths of the fonts ``names`` found in :data:`_FONT_DIRS`, in that order; ``["pillow-default"]`` if none."""
+    found = [str(Path(d) / n) for n in names for d in _FONT_DIRS if (Path(d) / n).exists()]
+    return found or ["pillow-default"]
+
+
 def fonts() -> list[str]:
     """The TrueType fonts used (those of :data:`_FONT_NAMES` present here); ``["pillow-default"]`` if none."""
-    found = [str(Path(d) / n) for n in _FONT_NAMES for d in _FONT_DIRS if (Path(d) / n).exists()]
-    return found or ["pillow-default"]
+    return _present(_FONT_NAMES)
 
 
 def _font(name: str, size: int) -> Any:
@@ -356,9 +361,7 @@ def hard_angle(rng: random.Random) -> float:
 def truth_fonts(hard: bool = False) -> list[str]:
     """The truth set's TrueType fonts present here (:data:`TRUTH_FONT_NAMES`, or :data:`HARD_FONT_NAMES`
     for the hard set); ``["pillow-default"]`` if none."""
-    names = HARD_FONT_NAMES if hard else TRUTH_FONT_NAMES
-    found = [str(Path(d) / n) for n in names for d in _FONT_DIRS if (Path(d) / n).exists()]
-    return found or ["pillow-default"]
+    return _present(HARD_FONT_NAMES if hard else TRUTH_FONT_NAMES)
 
 
 def _plate(photo: Any, box: tuple[int, int, int, int], rng: random.Random) -> None:
