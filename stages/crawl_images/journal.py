@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gavil.io import atomic_path
-from stages.crawl_images.liveness import Hold, held
+from stages.crawl_images.liveness import Hold, claim, linked
 
 
 class Journal:
@@ -58,12 +58,22 @@ class Journal:
         line = json.dumps(rec, sort_keys=True) + "\n"
         with self._lock:
             if self._fh is None:
-                self.dir.mkdir(parents=True, exist_ok=True)
-                name = f"seg-{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
-                self._fh = open(self.dir / name, "a", encoding="utf-8")
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX)  # "a live writer owns this segment"
+                self._fh = self._open_segment()
             self._fh.write(line)
             self._fh.flush()
+
+    def _open_segment(self) -> Any:
+        """A new segment, opened for appending and locked ("a live writer owns this segment"); one
+        that a compaction claimed and removed before the lock was held is given up for another
+        (:mod:`stages.crawl_images.liveness`), so no line is ever written to a removed file."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            path = self.dir / f"seg-{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+            fh = open(path, "a", encoding="utf-8")
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            if linked(fh.fileno(), path):
+                return fh
+            fh.close()
 
     def close(self) -> None:
         with self._lock:
@@ -73,14 +83,16 @@ class Journal:
 
     def compact(self) -> None:
         """Merge the segments no live writer holds into one (latest record per key), atomically,
-        then drop them. Segments of live writers (other partitions or processes) are left alone.
+        then drop them, holding each one's lock (:func:`~stages.crawl_images.liveness.claim`) until
+        then. Segments of live writers (other partitions or processes) are left alone.
         The merged segment takes the place of the newest one it replaces in the name order."""
         self.close()
         if not self.dir.is_dir():
             return
         lock = Hold(self.dir / ".compact.lock")  # one compaction at a time
+        claims = [c for c in map(claim, self.segments()) if c is not None]  # kept until they are merged
         try:
-            dead = [s for s in self.segments() if not held(s)]
+            dead = [c.path for c in claims]
             if len(dead) <= 1:
                 return
             searches, downloads = _read(dead)
@@ -93,6 +105,8 @@ class Journal:
                 if s != target:
                     s.unlink(missing_ok=True)
         finally:
+            for c in claims:
+                c.release()
             lock.release()
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from gavil.io import sha256_file
 from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.journal import Journal
-from stages.crawl_images.liveness import Hold, held
+from stages.crawl_images.liveness import Hold, claim
 from stages.crawl_images.validate import InvalidImage, decode_budget, inspect_image
 
 _FORMAT_EXT = {"JPEG": "jpg", "MPO": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tif"}
@@ -68,7 +68,9 @@ def staging(store: Path) -> Iterator[Path]:
     """This run's staging folder in ``store``, locked while the block runs, removed after it.
 
     The folder is made under a temporary name with its lock already held, then renamed to
-    ``.staging-*``, so :func:`clean_store` never sees a live folder without its lock.
+    ``.staging-*``, so :func:`clean_store` never sees a live folder without its lock; a folder
+    that a cleaner claimed and emptied before this run held its lock is given up for a new one
+    (:mod:`stages.crawl_images.liveness`).
     """
     store.mkdir(parents=True, exist_ok=True)
     while True:
@@ -77,9 +79,14 @@ def staging(store: Path) -> Iterator[Path]:
         final = store / f".staging-{os.getpid()}-{tmp.name.rsplit('-', 1)[-1]}"
         try:
             os.rename(tmp, final)
-            break
-        except OSError:  # removed under us by a cleaner that found the lock free for an instant
+        except OSError:  # a cleaner claimed the lock for an instant and removed the folder
             hold.release()
+            continue
+        hold.path = final / _LOCK
+        if hold.linked():
+            break
+        hold.release()  # a cleaner removed the lock file before this run held it: start again
+        shutil.rmtree(final, ignore_errors=True)
     try:
         yield final
     finally:
@@ -88,20 +95,27 @@ def staging(store: Path) -> Iterator[Path]:
 
 
 def clean_store(store: Path) -> list[str]:
-    """Remove staging folders of crawl runs that are gone (lock free); returns their names.
+    """Remove staging folders of crawl runs that are gone; returns their names.
 
-    A folder whose lock a live run holds (another partition, thread or process) is kept.
-    Folders still being created (``.new-staging-*``) are removed only when their lock file exists
-    and is free.
+    A folder is removed while its lock is claimed (:func:`stages.crawl_images.liveness.claim`),
+    so a live run (another partition, thread or process) holding it keeps it, and a run about to
+    hold it finds it gone and makes a new one. Folders still being created (``.new-staging-*``)
+    are removed only when their lock file exists and can be claimed; a ``.staging-*`` folder with
+    no lock file is a removal cut short and goes.
     """
     removed: list[str] = []
     if not store.is_dir():
         return removed
     for d in sorted([*store.glob(".staging-*"), *store.glob(".new-staging-*")]):
         lock = d / _LOCK
-        if held(lock) or (d.name.startswith(".new-") and not lock.exists()):
+        got = claim(lock)
+        if got is None and (d.name.startswith(".new-") or lock.exists() or not d.exists()):
             continue
-        shutil.rmtree(d, ignore_errors=True)
+        try:
+            shutil.rmtree(d, ignore_errors=True)
+        finally:
+            if got is not None:
+                got.release()
         removed.append(d.name)
     return removed
 
