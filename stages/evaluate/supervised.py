@@ -143,6 +143,39 @@ def unified_train_pool(game: pd.DataFrame, parts: dict[str, tuple[list[int], lis
     return [p for p in cue_image_pairs(game.drop(index=game.index[held])) if p["image"][:-4] not in held_images]
 
 
+class _Adam:
+    """Adam (Kingma & Ba 2015) with ``torch.optim.Adam``'s defaults (betas 0.9/0.999, eps 1e-8, no
+    weight decay), step for step the arithmetic of its single-tensor CPU path
+    (``torch.optim.adam._single_tensor_adam``), so a run gives the bytes ``torch.optim.Adam`` gives.
+    Written out because constructing any ``torch.optim`` optimizer imports ``torch._dynamo``
+    (about 1.4 CPU-s per process), more than the whole update costs on the sample."""
+
+    def __init__(self, params: list[Any], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        import torch
+
+        self.params, self.lr, self.betas, self.eps, self.step_count = params, lr, betas, eps, 0
+        self.exp_avg = [torch.zeros_like(p) for p in params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        import torch
+
+        beta1, beta2 = self.betas
+        self.step_count += 1
+        bias_correction1 = 1 - beta1 ** float(self.step_count)
+        bias_correction2_sqrt = (1 - beta2 ** float(self.step_count)) ** 0.5
+        step_size = self.lr / bias_correction1
+        with torch.no_grad():
+            for p, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq):
+                m.lerp_(p.grad, 1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                p.addcdiv_(m, (v.sqrt() / bias_correction2_sqrt).add_(self.eps), value=-step_size)
+
+
 def _train(
     x: np.ndarray, y: np.ndarray, seed: int, epochs: int, lr: float, batch_size: int, threads: int = 1
 ) -> Callable[[np.ndarray], np.ndarray]:
@@ -155,7 +188,7 @@ def _train(
     net = torch.nn.Sequential(
         torch.nn.LayerNorm(d), torch.nn.Linear(d, d // 4), torch.nn.ReLU(), torch.nn.Linear(d // 4, 1)
     ).double()
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = _Adam(list(net.parameters()), lr)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     xt, yt = torch.from_numpy(x.astype(np.float64)), torch.from_numpy(y.astype(np.float64))
     gen = torch.Generator().manual_seed(seed)

@@ -304,3 +304,27 @@ def test_unified_split_on_the_release_gives_the_papers_ten_percent_dev_with_no_s
     game = game.assign(cue=d["cue"].astype(str), associations=d["associations"].map(json.loads), ID=range(len(d)))
     pools = [len(supervised.unified_train_pool(game, supervised.unified_split(game, s, 0.1, 0.1))) for s in range(5)]
     assert pools == [8733, 9166, 8939, 8623, 8423]
+
+
+def test_the_written_out_adam_gives_torch_adams_bytes():
+    """Table 5 trains with supervised._Adam (no torch._dynamo import); it must be torch.optim.Adam
+    step for step, or the Table 5 figures would move with the rewrite."""
+    import torch
+
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(64, 12)))
+    y = (x[:, 0] > 0).double()
+    nets = []
+    for make in (lambda ps: torch.optim.Adam(ps, lr=3e-3), lambda ps: supervised._Adam(list(ps), 3e-3)):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(
+            torch.nn.LayerNorm(12), torch.nn.Linear(12, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1)
+        )
+        net = net.double()
+        opt = make(net.parameters())
+        for step in range(40):
+            opt.zero_grad()
+            idx = torch.arange(step % 4 * 16, step % 4 * 16 + 16)
+            torch.nn.functional.binary_cross_entropy_with_logits(net(x[idx]).squeeze(1), y[idx]).backward()
+            opt.step()
+        nets.append([p.detach().numpy().tobytes() for p in net.parameters()])
+    assert nets[0] == nets[1]
