@@ -165,17 +165,19 @@ def auto_count(n_items: int, workers: int, minimum: int) -> int:
     return max(1, min(PARTITIONS_PER_WORKER * workers, n_items // max(1, minimum)))
 
 
-def partition(items: Sequence[T], size: int | None, minimum: int) -> list[list[T]]:
+def partition(items: Sequence[T], size: int | None, minimum: int, work: int | None = None) -> list[list[T]]:
     """``items`` (in their order) in consecutive partitions: of ``size`` items each (the last may be
     shorter), or, with ``size`` None, :func:`auto_count` partitions for :func:`planned_workers`
-    whose sizes differ by one at most (so each holds at least ``minimum``). ``[[]]`` when empty: a
-    stage always has one partition, so its reduce runs."""
+    whose sizes differ by one at most (so each holds at least ``minimum``). ``work``: the units of
+    work the items hold when that is not one per item (a local crawl's files among its concepts);
+    the count is then sized by it, so a small job stays one partition in one process. ``[[]]``
+    when empty: a stage always has one partition, so its reduce runs."""
     from gavil.io import partitions
 
     items = list(items)
     if size is not None:
         return partitions(items, size)
-    k = auto_count(len(items), planned_workers(), minimum)
+    k = auto_count(len(items) if work is None else min(work, len(items)), planned_workers(), minimum)
     step, extra = divmod(len(items), k)
     bounds = [i * step + min(i, extra) for i in range(k + 1)]
     return [items[a:b] for a, b in zip(bounds, bounds[1:])] or [[]]

@@ -23,7 +23,7 @@ from stages.crawl_images.config import CrawlConfig
 from stages.crawl_images.icrawler_glue import CrawlRun
 from stages.crawl_images.journal import Journal, reusable
 from stages.crawl_images.register import register
-from stages.crawl_images.sources import page_url, source_candidates, unmatched_local_files
+from stages.crawl_images.sources import local_candidates, page_url, source_candidates, unmatched_local_files
 from stages.crawl_images.store import Keeper, clean_store, staging
 
 if TYPE_CHECKING:
@@ -38,9 +38,22 @@ MIN_PARTITION = 50
 def plan(params: Params) -> list[list[str]]:
     """The ok concepts of ``concept_filter``, sorted, in partitions of ``crawl.partition_size``
     (None: sized for the workers, :func:`gavil.pipeline.parallel.partition`, at least
-    :data:`MIN_PARTITION`)."""
+    :data:`MIN_PARTITION` concepts each; for ``crawl.source: local``, at least that many of their
+    files, since a concept without a file costs nothing: a small folder is one partition, run in
+    the stage's own process rather than on worker processes whose start would cost more).
+
+    Raises:
+        gavil.errors.MissingInput: ``crawl.source: local`` and ``crawl.local_dir`` is not a folder.
+    """
     cf = catalog.read_table("concept_filter")
-    return partition(sorted(cf.loc[cf["status"] == "ok", "concept"]), params.crawl.partition_size, MIN_PARTITION)
+    concepts = sorted(cf.loc[cf["status"] == "ok", "concept"])
+    cfg = CrawlConfig.from_params(params.crawl)
+    files = (
+        sum(len(f.urls) for f in local_candidates(concepts, Path(cfg.local_dir)).values())
+        if cfg.source == "local"
+        else None
+    )
+    return partition(concepts, params.crawl.partition_size, MIN_PARTITION, work=files)
 
 
 def concurrent(params: Params) -> bool:

@@ -689,3 +689,26 @@ def test_a_crawl_that_reaches_no_network_says_so(in_tmp):
     assert "crawl.source: local" in line
     ok = pd.DataFrame({"concept": ["a", "b"], "status": ["ok", "search_failed"], "reason": [None, "x"]})
     assert no_image_warning(ok, "bing") is None and no_image_warning(ok.iloc[:0], "bing") is None
+
+
+def test_a_local_crawl_is_partitioned_by_its_files_not_its_concepts(in_tmp):
+    """A concept without a file costs nothing; sized by the concepts, the sample's 29 files among
+    hundreds of concepts went to two worker processes whose start cost more than the work."""
+    from gavil.pipeline import catalog, parallel
+    from stages.crawl_images.stage import MIN_PARTITION, plan
+
+    concepts = [f"c{i:04d}" for i in range(1000)]
+    catalog.write_table(cf(*concepts), "concept_filter")
+    folder = in_tmp / "local"
+    folder.mkdir()
+    src = (ROOT / "data/sample/images/cat.png").read_bytes()
+    for files, want in ((0, 1), (MIN_PARTITION * 2 - 1, 1), (MIN_PARTITION * 2, 2), (1000, 8)):
+        for f in folder.iterdir():
+            f.unlink()
+        for c in concepts[:files]:
+            (folder / f"{c}.png").write_bytes(src)
+        with parallel.planning_for(2):
+            parts = plan(params(local_dir=str(folder), partition_size=None))
+        assert len(parts) == want and sum(parts, []) == concepts, (files, len(parts))
+    with parallel.planning_for(2):  # a web source's work is every concept's search
+        assert len(plan(params(source="urllist", urllist_path=str(folder / "none.json"), partition_size=None))) == 8
