@@ -107,15 +107,15 @@ def text_predictions(
         cand_texts.append([captions[c] if mode == "captions" else c for c in r.candidates])
         todo.append(i)
     if model is not None and todo:
-        texts = {t: t for ts in cand_texts for t in ts} | {
-            str(inst["cue"].iloc[i]): str(inst["cue"].iloc[i]) for i in todo
-        }
+        # columns as lists once: a pandas cell lookup per row cost more than the rest of this loop
+        cue_col, cand_col, assoc_col = (inst[c].tolist() for c in ("cue", "candidates", "associations"))
+        queries = [str(cue_col[i]) for i in todo]
+        texts = {t: t for ts in cand_texts for t in ts} | {q: q for q in queries}
         vecs = cache.ensure(model.cache_key("text"), texts, model.embed_texts)
-        queries = [str(inst["cue"].iloc[i]) for i in todo]
-        ks = [len(inst["associations"].iloc[i]) for i in todo]
+        ks = [len(assoc_col[i]) for i in todo]
         picks, sims = predict(cand_texts, queries, ks, vecs, vecs)
         for i, pick, s in zip(todo, picks, sims):
-            cands, assoc = list(inst["candidates"].iloc[i]), list(inst["associations"].iloc[i])
+            cands, assoc = list(cand_col[i]), list(assoc_col[i])
             if tie_break == "datacomp":
                 pick = top_k_positions(s, len(assoc), "datacomp")
             pred = [cands[j] for j in pick]

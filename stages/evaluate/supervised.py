@@ -87,12 +87,13 @@ def split(group: pd.DataFrame, seed: int, test_fraction: float, dev_fraction: fl
     n_test, n_dev = int(len(group) * test_fraction), int(len(group) * dev_fraction)
     order = rng.permutation(len(group)).tolist()
     test = order[:n_test]
-    test_images = {c for i in test for c in group["candidates"].iloc[i]}
+    cands = group["candidates"].tolist()
+    test_images = {c for i in test for c in cands[i]}
     dev: list[int] = []
     for i in order[n_test:]:
         if len(dev) >= n_dev:
             break
-        if not set(group["candidates"].iloc[i]) & test_images:
+        if not set(cands[i]) & test_images:
             dev.append(i)
     return test, dev
 
@@ -130,7 +131,8 @@ def unified_split(
     n = {g: sum(len(v) for v in m.values()) for g, m in members.items()}
     taken: set[str] = set()
     test = {g: draw(g, int(n[g] * test_fraction), set(), taken) for g in members}
-    test_images = {g: {c for i in test[g] for c in game["candidates"].iloc[i]} for g in members}
+    cands = game["candidates"].tolist()
+    test_images = {g: {c for i in test[g] for c in cands[i]} for g in members}
     dev = {g: draw(g, int(n[g] * dev_fraction), test_images[g], taken) for g in members}
     return {g: (test[g], dev[g]) for g in members}
 
@@ -139,7 +141,8 @@ def unified_train_pool(game: pd.DataFrame, parts: dict[str, tuple[list[int], lis
     """The pairs (:func:`cue_image_pairs` layout; ``game`` needs ``ID``) of the instances outside every
     test and dev set of ``parts`` (:func:`unified_split`) whose image is in none of them."""
     held = sorted(i for g in parts for pos in parts[g] for i in pos)
-    held_images = {c for i in held for c in game["candidates"].iloc[i]}
+    cands = game["candidates"].tolist()
+    held_images = {c for i in held for c in cands[i]}
     return [p for p in cue_image_pairs(game.drop(index=game.index[held])) if p["image"][:-4] not in held_images]
 
 
