@@ -98,6 +98,7 @@ def _scripts(text: str) -> set[str]:
     return {categories.alias(ch) for ch in text if unicodedata.category(ch)[0] == "L"} - _NEUTRAL_SCRIPTS
 
 
+@lru_cache(maxsize=65536)  # pure; names repeat across a table's rows
 def script_problem(text: str) -> str | None:
     """Why ``text`` mixes scripts or is a whole-script Latin look-alike (TR39), or None."""
     scripts = _scripts(text)
@@ -118,6 +119,7 @@ def _fold(text: str) -> str:
     return fold_variants(unicodedata.normalize("NFKC", fold_variants(text))).strip()
 
 
+@lru_cache(maxsize=65536)
 def _look_problem(t: str) -> str | None:
     """Why ``t`` (folded) would read as another name: a small capital, a combining mark with no
     letter, digit or mark before it (a spacing accent NFKC split into a space and a mark), or a

@@ -8,6 +8,7 @@ sources this project implements (``stages/crawl_images``).
 from __future__ import annotations
 
 import unicodedata
+from functools import lru_cache
 from typing import Literal, get_args
 
 from gavil.domain.confusables import fold_variants, skeleton
@@ -77,6 +78,11 @@ def normalize_name(name: str) -> str:
     """
     if not isinstance(name, str):
         raise TypeError(f"a name must be a string, got {type(name).__name__}")
+    return _normalized(name)
+
+
+@lru_cache(maxsize=65536)  # a table repeats its names; the cache is bounded, whatever a batch holds
+def _normalized(name: str) -> str:
     folded = fold_variants(unicodedata.normalize("NFKC", fold_variants(name))).strip().casefold()
     return unicodedata.normalize("NFKC", folded)
 
