@@ -78,7 +78,7 @@ def _features(
     # float64: AfLite's batched fits run their GEMMs in the features' dtype. In float32 another OpenBLAS kernel
     # (OPENBLAS_CORETYPE=Sandybridge vs SkylakeX) flipped two of the sample's near-tied top-K credits
     # (0.49 -> 0.51); in float64 every kernel and thread count gave the same table, for ~1.2x the time
-    x = pair_features(cues, cands, probe).astype(np.float64)
+    x = pair_features(cues, cands, probe).astype(np.float64, copy=False)  # float64 already: no copy
     if planted is not None and lay is not None and p is not None and p.plant.fraction > 0:
         x = plant_feature(x, lay, planted, p.plant.strength)
     start = 0 if probe == "cue_free" else table.shape[1]  # pair_features: [cue ⊙ cand, cand] or [cand]
